@@ -1,0 +1,379 @@
+"""Stability of the linearised GRPO dynamics: the continuum formulas and the exact criterion.
+
+The recurrence (DESIGN 2.1/2.3), with the stiffness split into a stale and a current part::
+
+    e[t+1] = (1 + mu)·e[t] - mu·e[t-1] - eta_hb·(K_s·e[t - d(t)] + K_c·e[t])
+
+- The *continuum* limit (DESIGN 2.2) gives the closed-form oscillator M·ë + C·ė + K_eff·e = 0 and
+  the paper's threshold a_s·tau = 1 - mu. It is a second-order expansion in a and tau, so it is
+  only trustworthy where both are small.
+- The *exact* criterion is the spectral radius rho of the one-period map: for TRL-style
+  regeneration every K_ref steps (sawtooth lag d(t) = t mod K_ref) the product of the K_ref
+  per-step matrices, the refresh copying e into the stale slot (a Floquet monodromy matrix); for
+  a constant lag d = K_ref, the companion matrix of the delay recurrence. Stable iff rho < 1.
+
+Which share of K is stale depends on the correction mode (DESIGN 2.1): without importance
+correction the reward force is evaluated at the behaviour policy (all stale); an exact ratio
+makes the expected force current (stale share 0: only the heavy-ball bound a < 2(1 + mu)
+remains); a clipped ratio sits in between (see ``DEFAULT_STALE_FRACTION``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+Optimizer = Literal["adamw", "adam", "sgd"]
+Correction = Literal["none", "is", "is_clipped"]
+Lag = Literal["sawtooth", "constant"]
+
+OPTIMIZERS: tuple[str, ...] = ("adamw", "adam", "sgd")
+CORRECTIONS: tuple[str, ...] = ("none", "is", "is_clipped")
+
+# Stale share of K per correction mode when the run does not say otherwise.
+# - none: stale samples used as if on-policy -> the whole reward force is the behaviour-policy
+#   gradient. The KL force is current, but LLM runs use beta ~ 0-0.04, so we take K as all stale
+#   (the conservative choice: it gives the smallest margin).
+# - is: with an exact ratio the expected reward gradient is the current one; the lag term vanishes.
+# - is_clipped: for a *small* perturbation around the fixed point the ratio stays inside
+#   [1 - eps, 1 + eps] and the clipped update equals the exact-ratio one (the softmax bandit shows no
+#   threshold up to K_ref = 256, like `is`); only large excursions, where the clip removes part of
+#   the current force, push it towards `none`. We take 0.5 as a documented middle ground, so the
+#   margin still warns for runs that drift far between regenerations; pass `stale_fraction` to
+#   override it (e.g. with a share measured on the run).
+DEFAULT_STALE_FRACTION: dict[str, float] = {"none": 1.0, "is": 0.0, "is_clipped": 0.5}
+
+_CRITICAL_DAMPING_TOL = 1e-9
+
+
+@dataclass(frozen=True)
+class Hyper:
+    """Hyperparameters that fix the dynamics apart from the stiffness K.
+
+    ``k_ref`` is steps_per_generation × num_iterations (optimizer steps between regenerations);
+    ``momentum`` is SGD momentum or beta1 of Adam(W); ``stale_fraction`` is the share of K that is
+    evaluated at the behaviour policy (None: ``DEFAULT_STALE_FRACTION[correction]``).
+    """
+
+    lr: float
+    optimizer: Optimizer = "adamw"
+    momentum: float = 0.9
+    k_ref: int = 1
+    correction: Correction = "none"
+    stale_fraction: float | None = None
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and self.lr > 0):
+            raise ValueError(f"lr must be a finite number > 0, got {self.lr!r}")
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
+        if not (isinstance(self.momentum, (int, float)) and 0.0 <= self.momentum < 1.0):
+            raise ValueError(f"momentum must be in [0, 1), got {self.momentum!r}")
+        if isinstance(self.k_ref, bool) or not isinstance(self.k_ref, (int, np.integer)):
+            raise ValueError(f"k_ref must be an integer >= 1, got {self.k_ref!r}")
+        if self.k_ref < 1:
+            raise ValueError(f"k_ref must be an integer >= 1, got {self.k_ref!r}")
+        if self.correction not in CORRECTIONS:
+            raise ValueError(f"correction must be one of {CORRECTIONS}, got {self.correction!r}")
+        f = self.stale_fraction
+        if f is not None and not (isinstance(f, (int, float)) and 0.0 <= f <= 1.0):
+            raise ValueError(f"stale_fraction must be None or in [0, 1], got {f!r}")
+
+    @property
+    def stale_share(self) -> float:
+        """The share of K that lags: ``stale_fraction`` or the correction mode's default."""
+        if self.stale_fraction is not None:
+            return float(self.stale_fraction)
+        return DEFAULT_STALE_FRACTION[self.correction]
+
+
+def heavy_ball(h: Hyper) -> tuple[float, float]:
+    """Map the optimizer to heavy-ball form (eta_hb, mu).
+
+    SGD with momentum is heavy ball as is. Adam's first moment is an EMA, m = b1·m + (1-b1)·g, so
+    its step is heavy ball with eta_hb = lr·(1 - b1) and mu = b1; the preconditioner 1/sqrt(v) is
+    absorbed into the measured K.
+    """
+    if h.optimizer == "sgd":
+        return float(h.lr), float(h.momentum)
+    return float(h.lr) * (1.0 - h.momentum), float(h.momentum)
+
+
+def _check_k(K: float) -> float:
+    if not (isinstance(K, (int, float, np.floating)) and math.isfinite(K) and K >= 0):
+        raise ValueError(f"K must be a finite number >= 0, got {K!r}")
+    return float(K)
+
+
+def _split(h: Hyper, K: float) -> tuple[float, float, float]:
+    """(a_s, a_c, mu): the stale and current parts of a = eta_hb·K, and the momentum."""
+    eta, mu = heavy_ball(h)
+    f = h.stale_share
+    return eta * K * f, eta * K * (1.0 - f), mu
+
+
+# --------------------------------------------------------------------------- continuum
+
+
+@dataclass(frozen=True)
+class Continuum:
+    """Coefficients of M·ë + C·ė + K_eff·e = 0 and what they imply (DESIGN 2.2)."""
+
+    M: float
+    C: float
+    K_eff: float
+    omega0: float
+    zeta: float
+    regime: str  # overdamped | critically_damped | oscillatory | unstable
+
+
+def classify(C: float, zeta: float) -> str:
+    """Regime from damping and damping ratio: C <= 0 unstable, zeta < 1 oscillatory."""
+    if C <= 0:
+        return "unstable"
+    if abs(zeta - 1.0) <= _CRITICAL_DAMPING_TOL:
+        return "critically_damped"
+    return "oscillatory" if zeta < 1.0 else "overdamped"
+
+
+def continuum_coefficients(h: Hyper, K: float) -> Continuum:
+    """M, C, K_eff with tau = k_ref, the lag terms using only the stale part a_s = eta_hb·K_s.
+
+    M = (1+mu)/2 + a_s·tau²/2, C = (1-mu) - a_s·tau, K_eff = a = eta_hb·K;
+    omega0 = sqrt(K_eff/M), zeta = C / (2·sqrt(M·K_eff)) (infinite when K = 0).
+    """
+    K = _check_k(K)
+    a_s, a_c, mu = _split(h, K)
+    tau = float(h.k_ref)
+    a = a_s + a_c
+    M = (1.0 + mu) / 2.0 + a_s * tau * tau / 2.0
+    C = (1.0 - mu) - a_s * tau
+    omega0 = math.sqrt(a / M)
+    zeta = C / (2.0 * math.sqrt(M * a)) if a > 0 else math.copysign(math.inf, C)
+    return Continuum(M=M, C=C, K_eff=a, omega0=omega0, zeta=zeta, regime=classify(C, zeta))
+
+
+def continuum_margin(h: Hyper, K: float) -> float:
+    """m = 1 - a_s·tau/(1 - mu): 1 far from trouble, 0 at the edge, negative unstable.
+
+    Equals 1 - K/K_crit with the continuum's K_crit = (1 - mu)/(eta_hb·share·tau). With no stale
+    share the continuum has no lag threshold at all and the margin is 1.
+    """
+    K = _check_k(K)
+    a_s, _, mu = _split(h, K)
+    return 1.0 - a_s * h.k_ref / (1.0 - mu)
+
+
+# --------------------------------------------------------------------------- exact
+
+
+@dataclass(frozen=True)
+class ExactStability:
+    """The exact linear criterion at one (hyperparameters, K).
+
+    ``rho``: spectral radius of the one-period map (stable iff < 1). ``k_critical``: the critical
+    stiffness K_crit, the edge of the stable interval (0, K_crit) at these hyperparameters (None if
+    no instability was found up to 1e3× the heavy-ball bound). ``margin`` = 1 - K/K_crit, the same
+    scale as the continuum margin. ``lag_applies`` is False when nothing lags (stale share 0, or a
+    sawtooth with k_ref = 1); ``note`` says which criterion was used, in words.
+    """
+
+    rho: float
+    margin: float
+    lag_applies: bool
+    k_critical: float | None
+    note: str
+
+
+def _step_matrices(a_s: float, a_c: float, mu: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per-step maps of the state (e[t], e[t-1], stale): at a refresh, and between refreshes."""
+    refresh = np.array(
+        [[1.0 + mu - a_c - a_s, -mu, 0.0], [1.0, 0.0, 0.0], [1.0, 0.0, 0.0]]
+    )
+    between = np.array([[1.0 + mu - a_c, -mu, -a_s], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])
+    return refresh, between
+
+
+def _normalise(m: np.ndarray, log_scale: float) -> tuple[np.ndarray, float]:
+    peak = float(np.max(np.abs(m)))
+    if peak == 0.0 or not math.isfinite(peak):
+        return m, log_scale
+    return m / peak, log_scale + math.log(peak)
+
+
+def _power(m: np.ndarray, n: int) -> tuple[np.ndarray, float]:
+    """m**n as (matrix, log scale), normalised while squaring so large n cannot overflow."""
+    result, log_result = np.eye(m.shape[0]), 0.0
+    base, log_base = _normalise(m, 0.0)
+    while n > 0:
+        if n & 1:
+            result, log_result = _normalise(result @ base, log_result + log_base)
+        n >>= 1
+        if n:
+            base, log_base = _normalise(base @ base, 2.0 * log_base)
+    return result, log_result
+
+
+def _rho_from(m: np.ndarray, log_scale: float) -> float:
+    radius = float(np.max(np.abs(np.linalg.eigvals(m))))
+    if radius == 0.0:
+        return 0.0
+    log_rho = math.log(radius) + log_scale
+    return math.exp(log_rho) if log_rho < 700.0 else math.inf
+
+
+def _rho_sawtooth(a_s: float, a_c: float, mu: float, k_ref: int) -> float:
+    """rho of the monodromy between(k_ref - 1) · refresh (one regeneration period)."""
+    refresh, between = _step_matrices(a_s, a_c, mu)
+    q, log_q = _power(between, k_ref - 1)
+    return _rho_from(q @ refresh, log_q)
+
+
+def _rho_constant(a_s: float, a_c: float, mu: float, d: int) -> float:
+    """rho of e[t+1] = (1+mu-a_c)e[t] - mu·e[t-1] - a_s·e[t-d], per step (roots of its polynomial).
+
+    Raised to the power d so it measures growth over the same span as the sawtooth's period.
+    """
+    poly = np.zeros(d + 2)
+    poly[0], poly[1] = 1.0, -(1.0 + mu - a_c)
+    poly[2] += mu
+    poly[d + 1] += a_s
+    radius = float(np.max(np.abs(np.roots(poly))))
+    return radius ** max(d, 1) if radius < 1e300 ** (1.0 / max(d, 1)) else math.inf
+
+
+def spectral_radius(
+    a_s: float, a_c: float, mu: float, k_ref: int, lag: Lag = "sawtooth"
+) -> float:
+    """rho of the one-period map for stale/current forces a_s, a_c (a = eta_hb·K split)."""
+    if lag == "sawtooth":
+        return _rho_sawtooth(a_s, a_c, mu, k_ref)
+    if lag == "constant":
+        return _rho_constant(a_s, a_c, mu, k_ref)
+    raise ValueError(f"lag must be 'sawtooth' or 'constant', got {lag!r}")
+
+
+def _critical_stiffness(h: Hyper, lag: Lag) -> float | None:
+    """K_crit: the first K where rho reaches 1, scanning up from small K then bisecting.
+
+    The scan doubles K from well inside the stable region, so an unstable window narrower than a
+    factor of 2 below the first one found could be missed; none has been seen for these maps.
+    """
+    eta, mu = heavy_ball(h)
+    f = h.stale_share
+    k_hb = 2.0 * (1.0 + mu) / eta  # heavy-ball bound without lag
+    scale = k_hb if f == 0 else min(k_hb, (1.0 - mu) / (eta * f * h.k_ref))
+
+    def rho(k: float) -> float:
+        return spectral_radius(eta * k * f, eta * k * (1.0 - f), mu, h.k_ref, lag)
+
+    lo = scale * 1e-3
+    while rho(lo) >= 1.0 and lo > scale * 1e-12:
+        lo /= 10.0
+    hi = lo
+    while rho(hi) < 1.0:
+        lo, hi = hi, hi * 2.0
+        if hi > k_hb * 1e3:
+            return None
+    for _ in range(60):
+        mid = math.sqrt(lo * hi)
+        if rho(mid) < 1.0:
+            lo = mid
+        else:
+            hi = mid
+        if hi / lo - 1.0 < 1e-12:
+            break
+    return math.sqrt(lo * hi)
+
+
+def exact_stability(h: Hyper, K: float, lag: Lag = "sawtooth") -> ExactStability:
+    """Exact linear stability at stiffness K: rho of the one-period map, margin 1 - K/K_crit.
+
+    With no stale share (e.g. correction 'is') the lag term vanishes and the criterion is the
+    heavy-ball bound a < 2(1 + mu): K_crit = 2(1 + mu)/eta_hb, which LLM learning rates never
+    approach.
+    """
+    K = _check_k(K)
+    if lag not in ("sawtooth", "constant"):
+        raise ValueError(f"lag must be 'sawtooth' or 'constant', got {lag!r}")
+    a_s, a_c, mu = _split(h, K)
+    rho = spectral_radius(a_s, a_c, mu, h.k_ref, lag)
+    share = h.stale_share
+    no_lag_sawtooth = lag == "sawtooth" and h.k_ref == 1
+    lag_applies = share > 0 and not no_lag_sawtooth
+    k_crit = _critical_stiffness(h, lag)
+    margin = 1.0 if k_crit is None else 1.0 - K / k_crit
+    if share == 0:
+        note = (
+            f"the lag term does not apply: with correction '{h.correction}' no part of the force "
+            "is stale, so the only limit is the heavy-ball bound a < 2(1 + mu)"
+        )
+    elif no_lag_sawtooth:
+        note = "the lag term does not apply: samples are regenerated every step (k_ref = 1)"
+    else:
+        note = (
+            f"exact {lag} lag criterion: rho of the one-period map over k_ref = {h.k_ref} steps "
+            f"with {share:.0%} of K stale (correction '{h.correction}')"
+        )
+    return ExactStability(rho=rho, margin=margin, lag_applies=lag_applies, k_critical=k_crit,
+                          note=note)
+
+
+def _first_unstable_k_ref(a_s: float, a_c: float, mu: float, max_k_ref: int) -> int | None:
+    """Smallest k_ref with rho >= 1 under the sawtooth lag, growing between^(k-1) one step at a time."""
+    refresh, between = _step_matrices(a_s, a_c, mu)
+    q, log_q = np.eye(3), 0.0
+    for k in range(1, max_k_ref + 1):
+        if _rho_from(q @ refresh, log_q) >= 1.0:
+            return k
+        q, log_q = _normalise(between @ q, log_q)
+    return None
+
+
+def critical_k_ref(
+    h: Hyper,
+    K: float,
+    method: Literal["exact", "continuum"] = "exact",
+    max_k_ref: int = 4096,
+) -> int | None:
+    """The smallest K_ref (sawtooth regeneration) at which the dynamics is unstable.
+
+    ``h.k_ref`` is ignored (it is the quantity searched). 'continuum': the smallest integer tau with
+    a_s·tau >= 1 - mu. 'exact': the smallest K_ref with rho >= 1. None when none up to max_k_ref
+    (always for a zero stale share under 'continuum').
+    """
+    K = _check_k(K)
+    if isinstance(max_k_ref, bool) or not isinstance(max_k_ref, (int, np.integer)) or max_k_ref < 1:
+        raise ValueError(f"max_k_ref must be an integer >= 1, got {max_k_ref!r}")
+    a_s, a_c, mu = _split(h, K)
+    if method == "continuum":
+        if a_s <= 0:
+            return None
+        k = max(1, math.ceil((1.0 - mu) / a_s * (1.0 - 1e-12)))
+        return k if k <= max_k_ref else None
+    if method == "exact":
+        return _first_unstable_k_ref(a_s, a_c, mu, int(max_k_ref))
+    raise ValueError(f"method must be 'exact' or 'continuum', got {method!r}")
+
+
+def critical_lr(
+    h: Hyper, K: float, method: Literal["exact", "continuum"] = "exact"
+) -> float | None:
+    """The learning rate at which the dynamics reaches the edge, other settings as in h.
+
+    Everything depends on lr·K only, so lr_crit = lr·K_crit/K. None when K = 0 or no edge exists
+    ('continuum' with no stale share).
+    """
+    K = _check_k(K)
+    if method not in ("exact", "continuum"):
+        raise ValueError(f"method must be 'exact' or 'continuum', got {method!r}")
+    if K == 0:
+        return None
+    if method == "continuum":
+        margin = continuum_margin(h, K)
+        return None if margin >= 1.0 else h.lr / (1.0 - margin)
+    k_crit = _critical_stiffness(h, "sawtooth")
+    return None if k_crit is None else h.lr * k_crit / K
