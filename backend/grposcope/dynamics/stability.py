@@ -39,11 +39,11 @@ CORRECTIONS: tuple[str, ...] = ("none", "is", "is_clipped")
 #   (the conservative choice: it gives the smallest margin).
 # - is: with an exact ratio the expected reward gradient is the current one; the lag term vanishes.
 # - is_clipped: for a *small* perturbation around the fixed point the ratio stays inside
-#   [1 - eps, 1 + eps] and the clipped update equals the exact-ratio one (the softmax bandit shows no
-#   threshold up to K_ref = 256, like `is`); only large excursions, where the clip removes part of
-#   the current force, push it towards `none`. We take 0.5 as a documented middle ground, so the
-#   margin still warns for runs that drift far between regenerations; pass `stale_fraction` to
-#   override it (e.g. with a share measured on the run).
+#   [1 - eps, 1 + eps] and the clipped update equals the exact-ratio one (the softmax bandit
+#   shows no threshold up to K_ref = 256, like `is`); only large excursions, where the clip
+#   removes part of the current force, push it towards `none`. We take 0.5 as a documented
+#   middle ground, so the margin still warns for runs that drift far between regenerations;
+#   pass `stale_fraction` to override it (e.g. with a share measured on the run).
 DEFAULT_STALE_FRACTION: dict[str, float] = {"none": 1.0, "is": 0.0, "is_clipped": 0.5}
 
 _CRITICAL_DAMPING_TOL = 1e-9
@@ -190,9 +190,7 @@ class ExactStability:
 
 def _step_matrices(a_s: float, a_c: float, mu: float) -> tuple[np.ndarray, np.ndarray]:
     """Per-step maps of the state (e[t], e[t-1], stale): at a refresh, and between refreshes."""
-    refresh = np.array(
-        [[1.0 + mu - a_c - a_s, -mu, 0.0], [1.0, 0.0, 0.0], [1.0, 0.0, 0.0]]
-    )
+    refresh = np.array([[1.0 + mu - a_c - a_s, -mu, 0.0], [1.0, 0.0, 0.0], [1.0, 0.0, 0.0]])
     between = np.array([[1.0 + mu - a_c, -mu, -a_s], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])
     return refresh, between
 
@@ -245,9 +243,7 @@ def _rho_constant(a_s: float, a_c: float, mu: float, d: int) -> float:
     return radius ** max(d, 1) if radius < 1e300 ** (1.0 / max(d, 1)) else math.inf
 
 
-def spectral_radius(
-    a_s: float, a_c: float, mu: float, k_ref: int, lag: Lag = "sawtooth"
-) -> float:
+def spectral_radius(a_s: float, a_c: float, mu: float, k_ref: int, lag: Lag = "sawtooth") -> float:
     """rho of the one-period map for stale/current forces a_s, a_c (a = eta_hb·K split)."""
     if lag == "sawtooth":
         return _rho_sawtooth(a_s, a_c, mu, k_ref)
@@ -318,12 +314,13 @@ def exact_stability(h: Hyper, K: float, lag: Lag = "sawtooth") -> ExactStability
             f"exact {lag} lag criterion: rho of the one-period map over k_ref = {h.k_ref} steps "
             f"with {share:.0%} of K stale (correction '{h.correction}')"
         )
-    return ExactStability(rho=rho, margin=margin, lag_applies=lag_applies, k_critical=k_crit,
-                          note=note)
+    return ExactStability(
+        rho=rho, margin=margin, lag_applies=lag_applies, k_critical=k_crit, note=note
+    )
 
 
 def _first_unstable_k_ref(a_s: float, a_c: float, mu: float, max_k_ref: int) -> int | None:
-    """Smallest k_ref with rho >= 1 under the sawtooth lag, growing between^(k-1) one step at a time."""
+    """Smallest k_ref with rho >= 1 (sawtooth), growing between^(k-1) one step at a time."""
     refresh, between = _step_matrices(a_s, a_c, mu)
     q, log_q = np.eye(3), 0.0
     for k in range(1, max_k_ref + 1):
