@@ -1,0 +1,90 @@
+"""Teams, projects, tokens and the caller's identity."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+from pydantic import BaseModel, Field
+from sqlalchemy import func, select
+
+from grposcope.accounts import service
+from grposcope.api.deps import AdminDep, PrincipalDep, SessionDep
+from grposcope.models import Project, Run, Team
+
+router = APIRouter(tags=["accounts"])
+
+
+class TeamCreate(BaseModel):
+    name: str = Field(min_length=1, max_length=200)
+
+
+class TokenCreate(BaseModel):
+    team: str = Field(min_length=1, max_length=200)
+    role: str = Field(description="writer | viewer | admin")
+    name: str = Field("", max_length=200, description="A label to recognise the token by.")
+
+
+@router.get("/me")
+def me(principal: PrincipalDep) -> dict[str, Any]:
+    """Who the calling token is."""
+    return {"team": principal.team, "role": principal.role, "name": principal.name}
+
+
+@router.get("/teams")
+def list_teams(session: SessionDep, _: PrincipalDep) -> list[dict[str, Any]]:
+    """Every team."""
+    return [{"id": t.id, "name": t.name} for t in service.list_teams(session)]
+
+
+@router.post("/teams", status_code=201)
+def create_team(body: TeamCreate, session: SessionDep, _: AdminDep) -> dict[str, Any]:
+    """Create a team (admin)."""
+    team = service.create_team(session, service.validate_name(body.name, "team"))
+    return {"id": team.id, "name": team.name}
+
+
+@router.get("/projects")
+def list_projects(
+    session: SessionDep, _: PrincipalDep, team: str | None = None
+) -> list[dict[str, Any]]:
+    """Projects with their team and run count."""
+    query = (
+        select(Project.id, Project.name, Team.name, func.count(Run.id))
+        .join(Team, Team.id == Project.team_id)
+        .outerjoin(Run, Run.project_id == Project.id)
+        .group_by(Project.id, Project.name, Team.name)
+        .order_by(Team.name, Project.name)
+    )
+    if team:
+        query = query.where(Team.name == team)
+    return [
+        {"id": pid, "name": name, "team": team_name, "n_runs": n}
+        for pid, name, team_name, n in session.execute(query)
+    ]
+
+
+@router.post("/tokens", status_code=201)
+def create_token(body: TokenCreate, session: SessionDep, _: AdminDep) -> dict[str, Any]:
+    """Create a token (admin); the secret is shown only in this response."""
+    row, secret = service.create_token(session, body.team, body.role, body.name)
+    return {**_token_out(row), "token": secret}
+
+
+@router.get("/tokens")
+def list_tokens(session: SessionDep, _: AdminDep) -> list[dict[str, Any]]:
+    """Tokens without their secrets (admin)."""
+    return [_token_out(t) for t in service.list_tokens(session)]
+
+
+@router.delete("/tokens/{token_id}")
+def revoke_token(token_id: int, session: SessionDep, _: AdminDep) -> dict[str, Any]:
+    """Revoke a token (admin)."""
+    return _token_out(service.revoke_token(session, token_id))
+
+
+def _token_out(row: Any) -> dict[str, Any]:
+    return {
+        "id": row.id, "name": row.name, "team": row.team.name, "role": row.role,
+        "prefix": row.prefix, "created_at": row.created_at, "revoked": row.revoked_at is not None,
+    }  # fmt: skip

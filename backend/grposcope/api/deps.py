@@ -1,0 +1,57 @@
+"""FastAPI dependencies: the request's session (one commit per request) and its principal."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Annotated
+
+from fastapi import Depends, Request
+from sqlalchemy.orm import Session
+
+from grposcope.accounts import service as accounts
+from grposcope.accounts.tokens import Principal
+from grposcope.config import Settings
+from grposcope.db import session_scope
+
+TOKEN_COOKIE = "grposcope_token"
+
+
+def get_settings(request: Request) -> Settings:
+    return request.app.state.settings
+
+
+def get_session(request: Request) -> Iterator[Session]:
+    """One session per request that commits once at the end, or rolls back on error."""
+    with session_scope(request.app.state.session_factory) as session:
+        yield session
+
+
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+SessionDep = Annotated[Session, Depends(get_session)]
+
+
+def bearer_token(request: Request) -> str | None:
+    header = request.headers.get("authorization", "")
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() == "bearer" and value.strip():
+        return value.strip()
+    return request.cookies.get(TOKEN_COOKIE)
+
+
+def get_principal(request: Request, session: SessionDep) -> Principal:
+    return accounts.authenticate(session, bearer_token(request))
+
+
+def get_writer(principal: Annotated[Principal, Depends(get_principal)]) -> Principal:
+    accounts.require_writer(principal)
+    return principal
+
+
+def get_admin(principal: Annotated[Principal, Depends(get_principal)]) -> Principal:
+    accounts.require_admin(principal)
+    return principal
+
+
+PrincipalDep = Annotated[Principal, Depends(get_principal)]
+WriterDep = Annotated[Principal, Depends(get_writer)]
+AdminDep = Annotated[Principal, Depends(get_admin)]

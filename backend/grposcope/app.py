@@ -1,0 +1,141 @@
+"""The FastAPI application: routers, error mapping, lifespan (migrate, worker, dashboard)."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError, OperationalError
+
+from grposcope import __version__
+from grposcope.accounts.endpoints import router as accounts_router
+from grposcope.config import Settings
+from grposcope.db import make_engine, make_session_factory, migrate
+from grposcope.errors import GrposcopeError
+from grposcope.ingest.endpoints import router as ingest_router
+from grposcope.metrics.endpoints import router as metrics_router
+from grposcope.runs.endpoints import router as runs_router
+
+log = logging.getLogger("grposcope")
+API_PREFIX = "/api/v1"
+
+
+def create_app(settings: Settings | None = None, *, migrate_on_start: bool = True) -> FastAPI:
+    """Build the app; ``migrate_on_start`` is off where a separate migrate step ran (compose)."""
+    settings = settings or Settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if migrate_on_start:
+            migrate(settings.database_url)
+        background = start_background(app)
+        try:
+            yield
+        finally:
+            for stop in reversed(background):
+                stop()
+            app.state.engine.dispose()
+
+    app = FastAPI(
+        title="grposcope",
+        version=__version__,
+        description="Watch GRPO runs live and predict them.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.engine = make_engine(settings.database_url)
+    app.state.session_factory = make_session_factory(app.state.engine)
+    _install_error_handlers(app)
+    app.include_router(api_router(), prefix=API_PREFIX)
+    mount_dashboard(app, settings)
+    return app
+
+
+def api_router() -> APIRouter:
+    router = APIRouter()
+    router.add_api_route("/health", health, methods=["GET"], tags=["health"])
+    for sub in extra_routers():
+        router.include_router(sub)
+    router.include_router(accounts_router)
+    router.include_router(runs_router)
+    router.include_router(ingest_router)
+    router.include_router(metrics_router)
+    return router
+
+
+def extra_routers() -> list[APIRouter]:
+    """Routers of the fits/alerts domains, when installed (they land in their own modules)."""
+    routers = []
+    for module_name in ("grposcope.fits.endpoints", "grposcope.alerts.endpoints"):
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if not exc.name or not module_name.startswith(exc.name):
+                raise
+            continue
+        routers.append(module.router)
+    return routers
+
+
+def health(request: Request) -> dict[str, Any]:
+    """Liveness and the database in use."""
+    engine = request.app.state.engine
+    with engine.connect() as conn:
+        conn.execute(text("SELECT 1"))
+    return {"status": "ok", "database": engine.dialect.name, "version": __version__}
+
+
+def start_background(app: FastAPI) -> list:
+    """Start in-process background work (the fit worker); returns their stop callables."""
+    try:
+        from grposcope.worker.embedded import start_embedded
+    except ModuleNotFoundError:
+        return []
+    return start_embedded(app)
+
+
+def mount_dashboard(app: FastAPI, settings: Settings) -> None:
+    """Serve the Dash dashboard at / on the same port (it still reads only the HTTP API)."""
+    if not settings.dashboard:
+        return
+    try:
+        from grposcope_dashboard.mount import mount
+    except ModuleNotFoundError:
+        return
+    mount(app, settings)
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(GrposcopeError)
+    async def _app_error(_: Request, exc: GrposcopeError) -> JSONResponse:
+        return JSONResponse(exc.to_json(), status_code=exc.status_code)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", "")} for e in exc.errors()]
+        detail = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in errors[:5])
+        body = {"error": "ValidationError", "detail": detail, "errors": errors}
+        return JSONResponse(body, status_code=422)
+
+    @app.exception_handler(OperationalError)
+    @app.exception_handler(DBAPIError)
+    async def _database(_: Request, exc: DBAPIError) -> JSONResponse:
+        if isinstance(exc, OperationalError) or exc.connection_invalidated:
+            log.warning("database unavailable: %s", exc.orig)
+            body = {"error": "DatabaseUnavailable", "detail": "the database is unavailable"}
+            return JSONResponse(body, status_code=503)
+        log.exception("database error")
+        body = {"error": "DatabaseError", "detail": str(exc.orig)[:500]}
+        return JSONResponse(body, status_code=500)
+
+
+def create_app_from_env() -> FastAPI:
+    """Factory for multi-worker uvicorn: settings from the environment, migrations done."""
+    return create_app(Settings(), migrate_on_start=False)

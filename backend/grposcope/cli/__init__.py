@@ -1,0 +1,1 @@
+"""The `grposcope` console script."""

@@ -1,0 +1,59 @@
+"""Entry point of the `grposcope` console script.
+
+Each sub-command lives in its own module of this package exposing ``register(subparsers)``;
+modules are imported only when listed here so a command's heavy imports (torch, scipy, the
+web stack) load only when that command runs (each module imports them inside its handler).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from grposcope.cli.common import CliError
+
+# Module names under grposcope.cli, one per top-level command (or group of commands).
+COMMAND_MODULES = (
+    "serve",
+    "token",
+    "runs",
+    "importer",
+    "fit",
+    "bandit",
+    "worker",
+    "demo",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="grposcope",
+        description="Watch GRPO runs live and predict them (plateau, damping, stability margin).",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(f"grposcope.cli.{name}")
+        except ModuleNotFoundError as exc:  # a command not built yet must not break the others
+            if exc.name != f"grposcope.cli.{name}":
+                raise
+            continue
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.handler(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+    except CliError as exc:
+        print(f"grposcope: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,92 @@
+"""`grposcope runs list|show`: read runs through the HTTP API."""
+
+from __future__ import annotations
+
+import argparse
+
+from grposcope.cli.common import ApiClient, add_client_options, print_json
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("runs", help="list and inspect runs on a server")
+    rsub = p.add_subparsers(dest="runs_command", required=True, metavar="ACTION")
+    ls = rsub.add_parser("list", help="list runs")
+    ls.add_argument("--team")
+    ls.add_argument("--project")
+    ls.add_argument("--status")
+    ls.add_argument("--limit", type=int, default=1000)
+    ls.add_argument("--json", action="store_true", help="machine-readable output")
+    add_client_options(ls)
+    ls.set_defaults(handler=list_runs)
+    show = rsub.add_parser("show", help="one run: hyperparameters, fit, alerts")
+    show.add_argument("run", help="run id or unique run name")
+    show.add_argument("--json", action="store_true", help="machine-readable output")
+    add_client_options(show)
+    show.set_defaults(handler=show_run)
+
+
+LIST_KEYS = ("id", "name", "project", "team", "status", "last_step", "open_alerts")
+
+
+def list_runs(args: argparse.Namespace) -> int:
+    client = ApiClient(args.url, args.token)
+    params = {k: getattr(args, k) for k in ("team", "project", "status") if getattr(args, k)}
+    params["limit"] = args.limit
+    items = client.get("/runs", params=params)["items"]
+    runs = [{k: item[k] for k in LIST_KEYS} for item in items]
+    if args.json:
+        print_json(runs)
+        return 0
+    print(f"{'id':>5}  {'team':<12} {'project':<16} {'name':<32} {'status':<9} {'step':>7} alerts")
+    for r in runs:
+        print(f"{r['id']:>5}  {r['team'][:12]:<12} {r['project'][:16]:<16} {r['name'][:32]:<32} "
+              f"{r['status']:<9} {r['last_step'] if r['last_step'] is not None else '-':>7} "
+              f"{r['open_alerts']}")  # fmt: skip
+    return 0
+
+
+SHOW_KEYS = ("id", "name", "project", "team", "status", "hyperparameters", "n_steps",
+             "last_step", "fit", "alerts")  # fmt: skip
+ALERT_KEYS = ("kind", "severity", "state", "opened_step", "message", "evidence")
+
+
+def show_run(args: argparse.Namespace) -> int:
+    client = ApiClient(args.url, args.token)
+    run_id = _resolve(client, args.run)
+    detail = client.get(f"/runs/{run_id}")
+    out = {k: detail.get(k) for k in SHOW_KEYS}
+    out["alerts"] = [{k: a.get(k) for k in ALERT_KEYS} for a in detail.get("alerts", [])]
+    if args.json:
+        print_json(out)
+        return 0
+    print(f"run {out['id']} {out['name']!r} ({out['team']}/{out['project']}): {out['status']}, "
+          f"{out['n_steps']} steps with a reward, last step {out['last_step']}")  # fmt: skip
+    for key, value in (out["hyperparameters"] or {}).items():
+        print(f"  {key:<22} {value}")
+    fit = out["fit"]
+    if fit and fit.get("plateau"):
+        plateau = fit["plateau"]
+        print(f"  fit: regime {fit.get('regime')}, plateau {plateau.get('value'):.4g} "
+              f"[{plateau.get('lo'):.4g}, {plateau.get('hi'):.4g}]")  # fmt: skip
+    else:
+        print("  fit: none yet")
+    for a in out["alerts"]:
+        print(f"  alert {a['kind']} ({a['severity']}, {a['state']}) at step {a['opened_step']}: "
+              f"{a['message']}")  # fmt: skip
+    return 0
+
+
+def _resolve(client: ApiClient, ref: str) -> int:
+    """A run id, or the id of the one run with that name."""
+    if ref.isdigit():
+        return int(ref)
+    from grposcope.cli.common import CliError
+
+    items = client.get("/runs", params={"q": ref, "limit": 1000})["items"]
+    matches = [r for r in items if r["name"] == ref]
+    if not matches:
+        raise CliError(f"no run named {ref!r}")
+    if len(matches) > 1:
+        ids = ", ".join(str(r["id"]) for r in matches)
+        raise CliError(f"several runs are named {ref!r} (ids {ids}); use the id")
+    return matches[0]["id"]

@@ -1,0 +1,67 @@
+"""Server settings: one object, built once at start-up and passed down.
+
+Every variable is read with the ``GRPOSCOPE_`` prefix; constructor arguments override the
+environment (the CLI passes its flags that way).
+
+The variables (documented for users in docs/configuration.md):
+
+- GRPOSCOPE_DATABASE_URL: SQLAlchemy URL; default ``sqlite:///grposcope.db`` in the working
+  directory; Postgres as ``postgresql+psycopg://user@host/db``.
+- GRPOSCOPE_HOST, GRPOSCOPE_PORT: where ``serve`` listens (127.0.0.1, 8000).
+- GRPOSCOPE_PUBLIC_URL: the base URL printed for login (default ``http://HOST:PORT``).
+- GRPOSCOPE_MAX_BATCH_VALUES: values per ingest request (100,000); more is refused with 413.
+- GRPOSCOPE_MAX_BODY_BYTES: request body limit after gunzip (64 MiB).
+- GRPOSCOPE_FIT_INTERVAL_S: least time between two refits of one run (3 s).
+- GRPOSCOPE_EMBEDDED_WORKER: run the fit worker inside the API process (true).
+- GRPOSCOPE_STALL_AFTER_S: a running run silent this long is ``stalled`` (300 s).
+- GRPOSCOPE_ADMIN_TOKEN: an admin token to install on start (deployments); without it,
+  ``serve`` creates one on first start and prints it once.
+- GRPOSCOPE_DASHBOARD: serve the dashboard at ``/`` beside the API (true).
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_SQLITE_URL = "sqlite:///grposcope.db"
+
+
+class Settings(BaseSettings):
+    """grposcope server configuration."""
+
+    model_config = SettingsConfigDict(env_prefix="GRPOSCOPE_", extra="ignore")
+
+    database_url: str = Field(DEFAULT_SQLITE_URL, description="SQLAlchemy database URL.")
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=0, le=65535)
+    public_url: str | None = Field(None, description="Base URL users and the dashboard use.")
+    max_batch_values: int = Field(100_000, ge=1)
+    max_body_bytes: int = Field(64 * 1024 * 1024, ge=1024)
+    fit_interval_s: float = Field(3.0, ge=0.0)
+    embedded_worker: bool = True
+    stall_after_s: float = Field(300.0, gt=0)
+    dashboard: bool = True
+    admin_token: str | None = Field(None, min_length=16, description="Admin token to install.")
+
+    @field_validator("database_url")
+    @classmethod
+    def _normalise_url(cls, value: str) -> str:
+        # A bare postgres:// URL would pick psycopg2, which we do not ship; psycopg 3 is ours.
+        for prefix in ("postgres://", "postgresql://"):
+            if value.startswith(prefix):
+                return "postgresql+psycopg://" + value[len(prefix) :]
+        return value
+
+    @cached_property
+    def base_url(self) -> str:
+        if self.public_url:
+            return self.public_url.rstrip("/")
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "::") else self.host
+        return f"http://{host}:{self.port}"
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.database_url.startswith("sqlite")

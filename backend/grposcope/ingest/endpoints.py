@@ -1,0 +1,37 @@
+"""Ingest API: the trainer's only write path."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Request
+
+from grposcope.api.deps import PrincipalDep, SessionDep, SettingsDep
+from grposcope.ingest import service
+from grposcope.ingest.schemas import IngestBatch, IngestResult
+
+router = APIRouter(prefix="/runs", tags=["ingest"])
+
+
+async def raw_body(request: Request) -> bytes:
+    """Read the body on the event loop so the handler itself can run in the thread pool."""
+    return await request.body()
+
+
+@router.post(
+    "/{run_id}/ingest",
+    response_model=IngestResult,
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": IngestBatch.model_json_schema()}},
+        }
+    },
+)
+def ingest(
+    run_id: int, request: Request, body: Annotated[bytes, Depends(raw_body)],
+    session: SessionDep, principal: PrincipalDep, settings: SettingsDep,
+) -> dict[str, Any]:  # fmt: skip
+    """Store a batch of steps × keys; replays are ignored (idempotent per run, key, step)."""
+    batch = service.parse_batch(body, request.headers.get("content-encoding"), settings)
+    return service.ingest(session, principal, run_id, batch)

@@ -1,0 +1,55 @@
+"""Runs API: thin handlers over grposcope.runs.service."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Query, Response
+
+from grposcope.api.deps import PrincipalDep, SessionDep
+from grposcope.runs import service
+from grposcope.runs.schemas import RunCreate, RunFinish, RunList, RunOut
+
+router = APIRouter(prefix="/runs", tags=["runs"])
+
+
+@router.post("", response_model=RunOut, status_code=201)
+def create_or_resume_run(
+    body: RunCreate, session: SessionDep, principal: PrincipalDep, response: Response
+) -> dict[str, Any]:
+    """Create a run, or resume the one with the same run_key (200)."""
+    run, created = service.create_or_resume(session, principal, body)
+    if not created:
+        response.status_code = 200
+    return service.run_out(run)
+
+
+@router.get("", response_model=RunList)
+def list_runs(
+    session: SessionDep,
+    _: PrincipalDep,
+    team: str | None = None,
+    project: str | None = None,
+    status: str | None = None,
+    alert: str | None = Query(None, description="An alert kind, or 'any': runs with it open."),
+    q: str | None = Query(None, description="Substring of the run name."),
+    limit: int = 50,
+    offset: int = 0,
+) -> dict[str, Any]:
+    """List runs of every team, newest activity first."""
+    filters = {"team": team, "project": project, "status": status, "alert": alert, "q": q}
+    return service.list_runs(session, limit=limit, offset=offset, **filters)
+
+
+@router.get("/{run_id}")
+def get_run(run_id: int, session: SessionDep, _: PrincipalDep) -> dict[str, Any]:
+    """Run detail: hyperparameters, latest fit and alerts (the `runs show --json` shape)."""
+    return service.run_detail(session, service.get_run(session, run_id))
+
+
+@router.post("/{run_id}/finish", response_model=RunOut)
+def finish_run(
+    run_id: int, body: RunFinish, session: SessionDep, principal: PrincipalDep
+) -> dict[str, Any]:
+    """Mark a run finished or failed."""
+    return service.run_out(service.finish(session, principal, run_id, body.status))

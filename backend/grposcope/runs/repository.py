@@ -1,0 +1,103 @@
+"""Queries over runs, projects and their latest values. No rules here, only SQL."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlalchemy import Select, func, select
+from sqlalchemy.orm import Session
+
+from grposcope.models import (
+    Alert,
+    FitSnapshot,
+    MetricKey,
+    Point,
+    Project,
+    Run,
+    RunMetric,
+    Team,
+)
+
+OPEN_STATES = ("open", "acknowledged")
+
+
+def get_project(session: Session, team_id: int, name: str) -> Project | None:
+    return session.scalar(select(Project).where(Project.team_id == team_id, Project.name == name))
+
+
+def get_run_by_key(session: Session, project_id: int, run_key: str) -> Run | None:
+    return session.scalar(select(Run).where(Run.project_id == project_id, Run.run_key == run_key))
+
+
+def runs_query(
+    *,
+    team: str | None = None,
+    project: str | None = None,
+    status: str | None = None,
+    alert: str | None = None,
+    q: str | None = None,
+) -> Select[tuple[Run]]:
+    query = select(Run).join(Run.project).join(Project.team)
+    if team:
+        query = query.where(Team.name == team)
+    if project:
+        query = query.where(Project.name == project)
+    if status:
+        query = query.where(Run.status == status)
+    if q:
+        query = query.where(Run.name.contains(q, autoescape=True))
+    if alert:
+        open_kind = select(Alert.run_id).where(Alert.state.in_(OPEN_STATES))
+        if alert != "any":
+            open_kind = open_kind.where(Alert.kind == alert)
+        query = query.where(Run.id.in_(open_kind))
+    return query
+
+
+def count(session: Session, query: Select[tuple[Run]]) -> int:
+    return session.scalar(select(func.count()).select_from(query.order_by(None).subquery())) or 0
+
+
+def open_alert_counts(session: Session, run_ids: Sequence[int]) -> dict[int, int]:
+    rows = session.execute(
+        select(Alert.run_id, func.count())
+        .where(Alert.run_id.in_(run_ids), Alert.state.in_(OPEN_STATES))
+        .group_by(Alert.run_id)
+    )
+    return {run_id: n for run_id, n in rows}
+
+
+def latest_values(session: Session, run_ids: Sequence[int]) -> dict[int, dict[str, RunMetric]]:
+    rows = session.execute(
+        select(RunMetric, MetricKey.name)
+        .join(MetricKey, MetricKey.id == RunMetric.key_id)
+        .where(RunMetric.run_id.in_(run_ids))
+    )
+    out: dict[int, dict[str, RunMetric]] = {}
+    for metric, name in rows:
+        out.setdefault(metric.run_id, {})[name] = metric
+    return out
+
+
+def latest_snapshots(session: Session, run_ids: Sequence[int]) -> dict[int, FitSnapshot]:
+    """The newest reward fit of each run (eval-series fits are stored with an eval metric)."""
+    newest = (
+        select(func.max(FitSnapshot.id))
+        .where(FitSnapshot.run_id.in_(run_ids), ~FitSnapshot.metric.startswith("eval"))
+        .group_by(FitSnapshot.run_id)
+    )
+    rows = session.scalars(select(FitSnapshot).where(FitSnapshot.id.in_(newest)))
+    return {row.run_id: row for row in rows}
+
+
+def run_alerts(session: Session, run_id: int) -> list[Alert]:
+    return list(session.scalars(select(Alert).where(Alert.run_id == run_id).order_by(Alert.id)))
+
+
+def count_steps(session: Session, run_id: int, key_id: int) -> int:
+    query = select(func.count()).where(Point.run_id == run_id, Point.key_id == key_id)
+    return session.scalar(query) or 0
+
+
+def key_id(session: Session, name: str) -> int | None:
+    return session.scalar(select(MetricKey.id).where(MetricKey.name == name))

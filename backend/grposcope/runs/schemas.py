@@ -1,0 +1,96 @@
+"""Request and response bodies of the runs API; every field says what it means."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Hyperparameters(BaseModel):
+    """The hyperparameters the dynamics model needs (DESIGN 2.1); all optional."""
+
+    model_config = ConfigDict(extra="allow", protected_namespaces=())
+
+    learning_rate: float | None = Field(None, gt=0, description="Peak learning rate.")
+    optimizer: str | None = Field(None, max_length=40, description="adamw | adam | sgd | …")
+    momentum: float | None = Field(None, ge=0, lt=1, description="β1 (Adam) or SGD momentum.")
+    num_generations: int | None = Field(None, ge=1, description="Group size G.")
+    steps_per_generation: int | None = Field(None, ge=1)
+    num_iterations: int | None = Field(None, ge=1)
+    k_ref: int | None = Field(
+        None, ge=1, description="Refresh interval = steps_per_generation × num_iterations."
+    )
+    beta: float | None = Field(None, ge=0, description="KL weight β.")
+    epsilon: float | None = Field(None, ge=0, description="Clip ε.")
+    loss_type: str | None = Field(None, max_length=40)
+    scale_rewards: str | None = Field(None, max_length=40)
+    correction: Literal["none", "is", "is_clipped"] | None = Field(
+        None, description="Importance-sampling correction of stale samples (DESIGN 2.1)."
+    )
+    batch_size: int | None = Field(None, ge=1)
+    world_size: int | None = Field(None, ge=1)
+    model_name: str | None = Field(None, max_length=300)
+    model_params: int | None = Field(None, ge=0, description="Parameter count of the policy.")
+
+
+class RunCreate(BaseModel):
+    project: str = Field(min_length=1, max_length=200, description="Project name.")
+    name: str = Field(min_length=1, max_length=300, description="Human-readable run name.")
+    run_key: str | None = Field(
+        None,
+        min_length=1,
+        max_length=200,
+        description="Client-chosen key; the same key in the same project resumes the run.",
+    )
+    team: str | None = Field(None, description="Team; defaults to the token's team.")
+    config: dict[str, Any] = Field(default_factory=dict, description="Full trainer config.")
+    hyperparameters: Hyperparameters = Field(default_factory=Hyperparameters)
+
+
+class RunFinish(BaseModel):
+    status: Literal["finished", "failed"] = "finished"
+
+
+class RunOut(BaseModel):
+    id: int
+    name: str
+    project: str
+    team: str
+    run_key: str
+    status: str
+    created_at: datetime
+    updated_at: datetime
+    last_step: int | None
+    hyperparameters: dict[str, Any]
+    config: dict[str, Any]
+
+
+class RunSummary(BaseModel):
+    id: int
+    name: str
+    project: str
+    team: str
+    status: str
+    last_step: int | None
+    created_at: datetime
+    updated_at: datetime
+    open_alerts: int = Field(description="Number of open or acknowledged alerts.")
+    latest: dict[str, Any] = Field(description="Latest value of the reward series, if any.")
+    fit: dict[str, Any] | None = Field(description="Compact latest fit (plateau, regime, margins).")
+
+
+class RunList(BaseModel):
+    items: list[RunSummary]
+    total: int
+
+
+class MetricKeyOut(BaseModel):
+    key: str
+    last_step: int
+    last_value: float | str | None
+
+
+class MetricKeyList(BaseModel):
+    keys: list[MetricKeyOut]

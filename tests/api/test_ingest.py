@@ -1,0 +1,86 @@
+"""Ingest semantics on SQLite and Postgres: idempotent, out-of-order, non-finite, atomic."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+from tests.api.helpers import ingest, make_run, series
+
+
+def test_batch_many_steps_and_keys_round_trips(api):
+    run = make_run(api, api.alpha)
+    steps = [{"step": s, "metrics": {"reward": s / 10, "entropy": 2 - s / 100}} for s in range(50)]
+    result = ingest(api, api.alpha, run["id"], steps).json()
+    assert result == {"run_id": run["id"], "inserted": 100, "duplicates": 0, "last_step": 49,
+                      "open_alerts": []}  # fmt: skip
+    got = series(api, api.viewer, run["id"], "reward", "entropy")
+    assert got["reward"]["steps"] == list(range(50))
+    assert got["reward"]["values"][7] == 0.7
+    assert got["entropy"]["values"][49] == 2 - 49 / 100
+
+
+def test_replayed_batch_changes_nothing(api):
+    run = make_run(api, api.alpha)
+    steps = [{"step": s, "metrics": {"reward": float(s)}} for s in range(10)]
+    assert ingest(api, api.alpha, run["id"], steps).json()["inserted"] == 10
+    again = ingest(api, api.alpha, run["id"], steps).json()
+    assert (again["inserted"], again["duplicates"]) == (0, 10)
+    # A replay carrying a different value for a stored step does not overwrite it either.
+    ingest(api, api.alpha, run["id"], [{"step": 3, "metrics": {"reward": 99.0}}])
+    assert series(api, api.alpha, run["id"], "reward")["reward"]["values"][3] == 3.0
+
+
+def test_out_of_order_steps_are_sorted_and_last_step_never_goes_back(api):
+    run = make_run(api, api.alpha)
+    ingest(api, api.alpha, run["id"], [{"step": 9, "metrics": {"reward": 0.9}}])
+    late = ingest(api, api.alpha, run["id"], [{"step": s, "metrics": {"reward": s / 10}}
+                                               for s in (5, 2, 7)]).json()  # fmt: skip
+    assert late["last_step"] == 9
+    got = series(api, api.alpha, run["id"], "reward")["reward"]
+    assert got["steps"] == [2, 5, 7, 9]
+    keys = api.client.get(f"/api/v1/runs/{run['id']}/metrics", headers=api.headers(api.alpha))
+    assert keys.json()["keys"] == [{"key": "reward", "last_step": 9, "last_value": 0.9}]
+
+
+def test_non_finite_and_null_values_are_stored_faithfully(api):
+    run = make_run(api, api.alpha)
+    values = [1.5, "NaN", "Infinity", "-Infinity", None, 3]
+    steps = [{"step": i, "metrics": {"grad_norm": v}} for i, v in enumerate(values)]
+    assert ingest(api, api.alpha, run["id"], steps).json()["inserted"] == 6
+    got = series(api, api.alpha, run["id"], "grad_norm")["grad_norm"]
+    assert got["values"] == [1.5, "NaN", "Infinity", "-Infinity", None, 3.0]
+
+
+def test_gzip_body_is_accepted(api):
+    run = make_run(api, api.alpha)
+    body = gzip.compress(json.dumps({"steps": [{"step": 1, "metrics": {"reward": 0.5}}]}).encode())
+    response = api.client.post(
+        f"/api/v1/runs/{run['id']}/ingest", content=body,
+        headers={**api.headers(api.alpha), "Content-Encoding": "gzip",
+                 "Content-Type": "application/json"},
+    )  # fmt: skip
+    assert response.status_code == 200, response.text
+    assert response.json()["inserted"] == 1
+
+
+def test_a_bad_record_rejects_the_whole_batch(api):
+    run = make_run(api, api.alpha)
+    steps = [{"step": 1, "metrics": {"reward": 0.1}}, {"step": -2, "metrics": {"reward": 0.2}}]
+    response = ingest(api, api.alpha, run["id"], steps)
+    assert response.status_code == 422
+    assert response.json()["errors"][0]["loc"][:2] == ["steps", 1]
+    assert series(api, api.alpha, run["id"], "reward")["reward"]["steps"] == []
+
+
+def test_create_or_resume_is_idempotent_on_run_key(api):
+    first = make_run(api, api.alpha, hyperparameters={"learning_rate": 1e-6,
+                     "steps_per_generation": 4, "num_iterations": 2, "optimizer": "adamw_torch"})
+    response = api.client.post(
+        "/api/v1/runs", json={"project": "gsm8k", "name": "run-a", "run_key": "key-a"},
+        headers=api.headers(api.alpha),
+    )  # fmt: skip
+    assert response.status_code == 200
+    assert response.json()["id"] == first["id"]
+    hyper = response.json()["hyperparameters"]
+    assert hyper["k_ref"] == 8 and hyper["optimizer"] == "adamw" and hyper["learning_rate"] == 1e-6
