@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "bandit",
     "worker",
     "demo",
+    "dashboard",
 )
 
 
