@@ -55,7 +55,10 @@ class Hyper:
 
     ``k_ref`` is steps_per_generation × num_iterations (optimizer steps between regenerations);
     ``momentum`` is SGD momentum or beta1 of Adam(W); ``stale_fraction`` is the share of K that is
-    evaluated at the behaviour policy (None: ``DEFAULT_STALE_FRACTION[correction]``).
+    evaluated at the behaviour policy (None: ``DEFAULT_STALE_FRACTION[correction]``). It is usually
+    in [0, 1]; above 1 the current part K_c = (1 - share)·K is negative, i.e. the current force
+    pushes away from the fixed point (the softmax bandit does this when p* is far from its
+    reference: the KL's curvature in logit space turns negative there).
     """
 
     lr: float
@@ -79,8 +82,8 @@ class Hyper:
         if self.correction not in CORRECTIONS:
             raise ValueError(f"correction must be one of {CORRECTIONS}, got {self.correction!r}")
         f = self.stale_fraction
-        if f is not None and not (isinstance(f, (int, float)) and 0.0 <= f <= 1.0):
-            raise ValueError(f"stale_fraction must be None or in [0, 1], got {f!r}")
+        if f is not None and not (isinstance(f, (int, float)) and math.isfinite(f) and f >= 0):
+            raise ValueError(f"stale_fraction must be None or a finite number >= 0, got {f!r}")
 
     @property
     def stale_share(self) -> float:
@@ -250,6 +253,15 @@ def spectral_radius(a_s: float, a_c: float, mu: float, k_ref: int, lag: Lag = "s
     if lag == "constant":
         return _rho_constant(a_s, a_c, mu, k_ref)
     raise ValueError(f"lag must be 'sawtooth' or 'constant', got {lag!r}")
+
+
+def monodromy_eigenvalues(a_s: float, a_c: float, mu: float, k_ref: int) -> np.ndarray:
+    """Eigenvalues of the sawtooth one-period map (normalised: only their arguments and ratios
+    are meaningful when the map is scaled). A dominant eigenvalue that is negative or complex
+    means the error changes sign from period to period: the oscillatory regime."""
+    refresh, between = _step_matrices(a_s, a_c, mu)
+    q, _ = _power(between, k_ref - 1)
+    return np.linalg.eigvals(q @ refresh)
 
 
 def _critical_stiffness(h: Hyper, lag: Lag) -> float | None:

@@ -1,0 +1,188 @@
+"""K_ref sweeps on the softmax bandit, compared with the stability predictors.
+
+Thresholds are measured by the growth of a *small* perturbation around the fixed point, in the
+infinite-sample (deterministic) limit: a run started far away can decay too slowly to judge, and
+sampling noise would swamp the perturbation (DESIGN 2.5). Every K_ref of the sweep is one row of a
+single batched run.
+
+Criteria (documented because the measured numbers depend on them):
+
+- **unstable** at K_ref = k: over a run of T steps, the largest |p - p*| in the last whole window
+  exceeds the largest in the first window, a window being the smallest whole number of periods
+  (k steps each) that covers ``min_window`` steps. For a linear map this is rho^n > 1 over n >= 1
+  periods once transients have passed; T is several windows for every k.
+- **oscillatory**: p crosses to the other side of p* (by more than ``1e-7`` of the initial
+  offset, far above rounding) at any time in the run. A response from rest of an overdamped
+  system never crosses the fixed point; an underdamped one always does.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from grposcope.dynamics.bandit import (
+    BanditConfig,
+    Stiffness,
+    fixed_point,
+    measure_stiffness,
+    simulate,
+)
+from grposcope.dynamics.stability import (
+    critical_k_ref,
+    heavy_ball,
+    monodromy_eigenvalues,
+)
+
+_CROSSING_TOL = 1e-7
+
+
+@dataclass(frozen=True)
+class PerturbationResponse:
+    """Per K_ref row: growth per period (measured rho), unstable and oscillatory flags."""
+
+    k_refs: np.ndarray
+    growth_per_period: np.ndarray
+    unstable: np.ndarray
+    oscillatory: np.ndarray
+
+
+def perturbation_response(
+    cfg: BanditConfig,
+    k_refs: np.ndarray,
+    *,
+    perturbation: float = 1e-5,
+    min_window: int = 64,
+    windows: int = 6,
+) -> PerturbationResponse:
+    """Start at theta* + perturbation·u (u: unit reward direction) at rest; run deterministically.
+
+    ``perturbation`` is in logit units; a large value (e.g. 1) probes the nonlinear regime, where
+    a clipped ratio can bite.
+    """
+    if not perturbation > 0:
+        raise ValueError(f"perturbation must be > 0, got {perturbation!r}")
+    if min_window < 1 or windows < 2:
+        raise ValueError("min_window must be >= 1 and windows >= 2")
+    k_refs = np.asarray(k_refs, dtype=int)
+    fp = fixed_point(cfg)
+    u = measure_stiffness(cfg).direction
+    width = k_refs * np.ceil(min_window / k_refs).astype(int)
+    steps = int(windows * width.max())
+    theta0 = np.broadcast_to(fp.theta + perturbation * u, (len(k_refs), len(u)))
+    p, _ = simulate(cfg, theta0, steps, k_ref=k_refs)
+    err = p - fp.p_star
+    e0 = err[0]
+    growth = np.empty(len(k_refs))
+    unstable = np.empty(len(k_refs), dtype=bool)
+    for i, w in enumerate(width):
+        last_start = (steps // w - 1) * w
+        first = np.max(np.abs(err[:w, i]))
+        last = np.max(np.abs(err[last_start : last_start + w, i]))
+        periods = last_start / k_refs[i]
+        with np.errstate(divide="ignore"):
+            growth[i] = (last / first) ** (1.0 / periods) if first > 0 else math.nan
+        unstable[i] = last > first
+    crossed = np.min(err * np.sign(e0), axis=0) < -_CROSSING_TOL * np.abs(e0)
+    return PerturbationResponse(
+        k_refs=k_refs, growth_per_period=growth, unstable=unstable, oscillatory=crossed
+    )
+
+
+def continuum_zeta_one_k_ref(a_s: float, a: float, mu: float) -> float | None:
+    """The (real) tau at which the continuum zeta crosses 1 as K_ref grows; 0.0 if zeta < 1 at 0.
+
+    zeta(tau) = (1 - mu - a_s·tau) / (2·sqrt(a·((1 + mu)/2 + a_s·tau²/2))) decreases with tau on
+    [0, (1 - mu)/a_s]; bisection on that interval. None when zeta never reaches 1 (no stale part).
+    """
+
+    def zeta(tau: float) -> float:
+        return (1 - mu - a_s * tau) / (2 * math.sqrt(a * ((1 + mu) / 2 + a_s * tau * tau / 2)))
+
+    if zeta(0.0) <= 1.0:
+        return 0.0
+    if a_s <= 0:
+        return None
+    lo, hi = 0.0, (1 - mu) / a_s
+    for _ in range(100):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if zeta(mid) > 1.0 else (lo, mid)
+    return 0.5 * (lo + hi)
+
+
+def exact_oscillatory_k_ref(a_s: float, a_c: float, mu: float, max_k_ref: int) -> int | None:
+    """Smallest K_ref whose one-period map has a negative or complex dominant eigenvalue."""
+    for k in range(1, max_k_ref + 1):
+        eig = monodromy_eigenvalues(a_s, a_c, mu, k)
+        top = eig[np.argmax(np.abs(eig))]
+        if abs(top.imag) > 1e-12 * abs(top) or top.real < 0:
+            return k
+    return None
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """Measured and predicted K_ref thresholds for one bandit configuration."""
+
+    stiffness: float
+    stiffness_stale: float
+    stiffness_current: float
+    stale_share: float
+    p_star: float
+    measured_k_ref_threshold: int | None
+    predicted_k_ref_threshold_exact: int | None
+    predicted_k_ref_threshold_continuum: int | None
+    measured_oscillatory_k_ref: int | None
+    predicted_oscillatory_k_ref_exact: int | None
+    predicted_oscillatory_k_ref_continuum: float | None
+    max_k_ref: int
+    perturbation: float
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _first(k_refs: np.ndarray, mask: np.ndarray) -> int | None:
+    hits = k_refs[mask]
+    return int(hits[0]) if hits.size else None
+
+
+def sweep(
+    cfg: BanditConfig,
+    max_k_ref: int = 256,
+    *,
+    perturbation: float = 1e-5,
+    response: PerturbationResponse | None = None,
+) -> SweepResult:
+    """Sweep K_ref = 1..max_k_ref (cfg.k_ref is ignored) and compare with the predictors.
+
+    The predictors use the independently measured stiffness and its split: under correction
+    'none' the reward force's share lags; under 'is' and 'is_clipped' none does (the clip never
+    acts on a small perturbation), so both predictors say there is no lag threshold.
+    """
+    if int(max_k_ref) != max_k_ref or max_k_ref < 1:
+        raise ValueError(f"max_k_ref must be an integer >= 1, got {max_k_ref!r}")
+    stiff: Stiffness = measure_stiffness(cfg)
+    share = stiff.stale_share(cfg.correction)
+    h = cfg.hyper(stale_fraction=share)
+    k_refs = np.arange(1, int(max_k_ref) + 1)
+    resp = response or perturbation_response(cfg, k_refs, perturbation=perturbation)
+    eta, mu = heavy_ball(h)
+    a, a_s = eta * stiff.K, eta * stiff.K * share
+    return SweepResult(
+        stiffness=stiff.K,
+        stiffness_stale=stiff.K_stale,
+        stiffness_current=stiff.K_current,
+        stale_share=share,
+        p_star=stiff.p_star,
+        measured_k_ref_threshold=_first(resp.k_refs, resp.unstable),
+        predicted_k_ref_threshold_exact=critical_k_ref(h, stiff.K, "exact", int(max_k_ref)),
+        predicted_k_ref_threshold_continuum=critical_k_ref(h, stiff.K, "continuum", int(max_k_ref)),
+        measured_oscillatory_k_ref=_first(resp.k_refs, resp.oscillatory),
+        predicted_oscillatory_k_ref_exact=exact_oscillatory_k_ref(a_s, a - a_s, mu, int(max_k_ref)),
+        predicted_oscillatory_k_ref_continuum=continuum_zeta_one_k_ref(a_s, a, mu),
+        max_k_ref=int(max_k_ref),
+        perturbation=perturbation,
+    )
