@@ -1,0 +1,200 @@
+"""`Run`: the plain Python API (any trainer), and the engine under `GRPOScopeCallback`.
+
+    with Run(project="gsm8k", name="lr1e-6", hyperparameters={"learning_rate": 1e-6}) as run:
+        for step in range(1, 1001):
+            ...
+            run.log(step, {"reward": r, "entropy": h})
+
+`log` only enqueues; a daemon thread does the rest (see `sender`). Leaving the `with` block
+normally finishes the run, an exception marks it failed; a process that exits without
+`finish()` marks it failed at exit (atexit), and a killed one leaves its data in the spool
+for the next process.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from grposcope_trainer.config import ClientConfig, json_safe, validate_stop_on
+from grposcope_trainer.sender import Sender
+from grposcope_trainer.spool import RunSpool
+from grposcope_trainer.transport import Transport
+
+logger = logging.getLogger("grposcope_trainer")
+
+FINISH_STATUSES = ("finished", "failed")
+
+
+@dataclass(frozen=True)
+class CloseReport:
+    """What `finish()` achieved, and where anything unsent is."""
+
+    delivered: bool  # the server acknowledged every step and the finish
+    pending_steps: int  # steps still in the spool
+    spool_path: Path | None  # the run's spool directory while anything is pending
+    message: str
+
+
+class Run:
+    """One run on a grposcope server; see the module docstring.
+
+    Arguments override the environment (`GRPOSCOPE_URL`, `GRPOSCOPE_TOKEN`,
+    `GRPOSCOPE_PROJECT`, `GRPOSCOPE_RUN_NAME`, `GRPOSCOPE_SPOOL_DIR`). `run_key` makes the
+    run resumable: the same key in the same project continues the same run on the server.
+    `stop_on` lists alert kinds whose *critical* alerts set `stop_requested`.
+    """
+
+    def __init__(
+        self,
+        project: str | None = None,
+        name: str | None = None,
+        *,
+        hyperparameters: dict[str, Any] | None = None,
+        config: dict[str, Any] | None = None,
+        url: str | None = None,
+        token: str | None = None,
+        spool_dir: str | Path | None = None,
+        run_key: str | None = None,
+        team: str | None = None,
+        stop_on: Any = (),
+        flush_timeout: float = 10.0,
+        request_timeout: float = 30.0,
+        batch_interval: float = 0.25,
+        max_backoff: float = 30.0,
+        replay_orphans: bool = True,
+    ) -> None:
+        if flush_timeout < 0:
+            raise ValueError(f"flush_timeout must be >= 0, got {flush_timeout}")
+        if batch_interval <= 0:
+            raise ValueError(f"batch_interval must be > 0, got {batch_interval}")
+        self.stop_on = validate_stop_on(stop_on)
+        cfg = ClientConfig.resolve(url, token, project, name, spool_dir)
+        self.run_key = run_key or uuid.uuid4().hex
+        self.name = cfg.run_name or f"run-{self.run_key[:8]}"
+        self.project = cfg.project
+        self.flush_timeout = flush_timeout
+        payload: dict[str, Any] = {
+            "project": cfg.project,
+            "name": self.name,
+            "run_key": self.run_key,
+            "config": json_safe(config or {}),
+            "hyperparameters": json_safe(hyperparameters or {}),
+        }
+        if team:
+            payload["team"] = team
+        self.alerts: list[dict[str, Any]] = []  # every alert seen, first report first
+        self.stop_reason: str | None = None
+        self._seen: set[tuple[Any, ...]] = set()
+        self._report: CloseReport | None = None
+        self._sender = Sender(
+            Transport(cfg.url, cfg.token, timeout=request_timeout),
+            RunSpool(cfg.spool_dir, self.run_key),
+            payload,
+            batch_interval=batch_interval,
+            max_backoff=max_backoff,
+            replay_orphans=replay_orphans,
+            on_alerts=self._on_alerts,
+        )
+        self._sender.start()
+        atexit.register(self._at_exit)
+
+    # -- logging -------------------------------------------------------------------------
+    def log(self, step: int, metrics: dict[str, Any], wall_time: float | None = None) -> None:
+        """Queue `metrics` (numbers; other values are dropped) for `step`. Never blocks."""
+        if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+            raise ValueError(f"step must be a non-negative int, got {step!r}")
+        if self._report is not None:
+            return
+        self._sender.enqueue(step, dict(metrics), time.time() if wall_time is None else wall_time)
+
+    @property
+    def stop_requested(self) -> bool:
+        """True once a critical alert of a kind in `stop_on` arrived from the server."""
+        return self.stop_reason is not None
+
+    @property
+    def run_id(self) -> int | None:
+        """The server's id, once the server has created the run."""
+        return self._sender.run_id
+
+    # -- ending --------------------------------------------------------------------------
+    def finish(self, status: str = "finished", timeout: float | None = None) -> CloseReport:
+        """Flush (waiting at most `timeout` s, default flush_timeout) and mark the run ended.
+
+        Idempotent. Never raises for network trouble: the report (also logged when something
+        is left) says where unsent data is and how it will be resent.
+        """
+        if status not in FINISH_STATUSES:
+            raise ValueError(f"status must be one of {FINISH_STATUSES}, got {status!r}")
+        if self._report is not None:
+            return self._report
+        atexit.unregister(self._at_exit)
+        wait = self.flush_timeout if timeout is None else timeout
+        delivered = self._sender.close(status, wait)
+        self._report = self._make_report(delivered)
+        if not delivered:
+            logger.warning("%s", self._report.message)
+        return self._report
+
+    close = finish
+
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.finish("failed" if exc_type is not None else "finished")
+
+    def _at_exit(self) -> None:
+        # Reached only when the process exits without finish(): a crash, or a forgotten call.
+        self.finish("failed", timeout=min(self.flush_timeout, 5.0))
+
+    def _make_report(self, delivered: bool) -> CloseReport:
+        spool = self._sender.spool
+        pending = spool.pending_steps()
+        if delivered:
+            return CloseReport(True, 0, None, f"grposcope: run {self.name!r}: all data delivered")
+        if self._sender.dropped:
+            pending_note = f" ({self._sender.dropped} steps were dropped: memory queue full)"
+        else:
+            pending_note = ""
+        message = (
+            f"grposcope: run {self.name!r}: {pending} step(s) not yet acknowledged by the server"
+            f"{pending_note}. They are kept in {spool.path} and will be resent, in order and "
+            f"without duplicates, by the next process that uses the spool directory "
+            f"{spool.root} (GRPOSCOPE_SPOOL_DIR), e.g. `python -m grposcope_trainer replay "
+            f"--spool-dir {spool.root}`."
+        )
+        return CloseReport(False, pending, spool.path, message)
+
+    def _on_alerts(self, alerts: list[dict[str, Any]]) -> None:
+        """Called on the sender thread with the run's open alerts after each ingest."""
+        for alert in alerts:
+            if not isinstance(alert, dict):
+                continue
+            key = (alert.get("kind"), alert.get("opened_step"), alert.get("severity"))
+            if key in self._seen:
+                continue
+            self._seen.add(key)
+            self.alerts.append(alert)
+            logger.warning(
+                "grposcope alert [%s] %s (opened at step %s): %s",
+                alert.get("severity"),
+                alert.get("kind"),
+                alert.get("opened_step"),
+                alert.get("message"),
+            )
+            if alert.get("kind") in self.stop_on and alert.get("severity") == "critical":
+                if self.stop_reason is None:
+                    self.stop_reason = f"{alert.get('kind')}: {alert.get('message')}"
