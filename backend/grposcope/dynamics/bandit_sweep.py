@@ -27,6 +27,7 @@ from grposcope.dynamics.bandit import (
     BanditConfig,
     Stiffness,
     fixed_point,
+    force_noise_variance,
     measure_stiffness,
     simulate,
 )
@@ -185,4 +186,51 @@ def sweep(
         predicted_oscillatory_k_ref_continuum=continuum_zeta_one_k_ref(a_s, a, mu),
         max_k_ref=int(max_k_ref),
         perturbation=perturbation,
+    )
+
+
+@dataclass(frozen=True)
+class NoiseResult:
+    """Finite-G replicas against the deterministic path, and the stationary spread of p."""
+
+    G: int
+    mean_path: np.ndarray
+    deterministic_path: np.ndarray
+    max_z: float  # largest |replica mean - deterministic| in standard errors, over the rise
+    stationary_mean: float
+    stationary_variance: float  # Var(p_t) across replicas, averaged over t after the burn-in
+    force_noise_variance: float  # exact per-step noise of the force along u at p*
+
+
+def noise_experiment(
+    cfg: BanditConfig,
+    G: int,
+    *,
+    replicas: int = 400,
+    steps: int = 3000,
+    burn_in: int = 1000,
+    rise: int = 200,
+    seed: int = 0,
+) -> NoiseResult:
+    """``replicas`` independent finite-G runs from the reference policy, batched as rows.
+
+    The stationary variance is the variance across replicas at each step after ``burn_in``,
+    averaged over steps (replicas are independent, so no autocorrelation correction is needed).
+    """
+    if burn_in >= steps or rise > steps:
+        raise ValueError("burn_in must be < steps and rise <= steps")
+    start = np.repeat(cfg.log_ref[None, :], replicas, axis=0)
+    det, _ = simulate(cfg, start[:1], steps)
+    p, _ = simulate(cfg, start, steps, G=G, rng=np.random.default_rng(seed))
+    mean = p.mean(axis=1)
+    se = p[:rise].std(axis=1, ddof=1) / math.sqrt(replicas)
+    z = np.abs(mean[:rise] - det[:rise, 0]) / np.maximum(se, 1e-15)
+    return NoiseResult(
+        G=G,
+        mean_path=mean,
+        deterministic_path=det[:, 0],
+        max_z=float(np.max(z[1:])),
+        stationary_mean=float(mean[burn_in:].mean()),
+        stationary_variance=float(p[burn_in:].var(axis=1, ddof=1).mean()),
+        force_noise_variance=force_noise_variance(cfg, G),
     )

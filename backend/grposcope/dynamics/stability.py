@@ -15,7 +15,7 @@ The recurrence (DESIGN 2.1/2.3), with the stiffness split into a stale and a cur
 Which share of K is stale depends on the correction mode (DESIGN 2.1): without importance
 correction the reward force is evaluated at the behaviour policy (all stale); an exact ratio
 makes the expected force current (stale share 0: only the heavy-ball bound a < 2(1 + mu)
-remains); a clipped ratio sits in between (see ``DEFAULT_STALE_FRACTION``).
+remains); a clipped ratio measured like the exact one (see ``DEFAULT_STALE_FRACTION``).
 """
 
 from __future__ import annotations
@@ -38,13 +38,13 @@ CORRECTIONS: tuple[str, ...] = ("none", "is", "is_clipped")
 #   gradient. The KL force is current, but LLM runs use beta ~ 0-0.04, so we take K as all stale
 #   (the conservative choice: it gives the smallest margin).
 # - is: with an exact ratio the expected reward gradient is the current one; the lag term vanishes.
-# - is_clipped: for a *small* perturbation around the fixed point the ratio stays inside
-#   [1 - eps, 1 + eps] and the clipped update equals the exact-ratio one (the softmax bandit
-#   shows no threshold up to K_ref = 256, like `is`); only large excursions, where the clip
-#   removes part of the current force, push it towards `none`. We take 0.5 as a documented
-#   middle ground, so the margin still warns for runs that drift far between regenerations;
-#   pass `stale_fraction` to override it (e.g. with a share measured on the run).
-DEFAULT_STALE_FRACTION: dict[str, float] = {"none": 1.0, "is": 0.0, "is_clipped": 0.5}
+# - is_clipped: measured on the softmax bandit (docs/dynamics-bandit.md): no K_ref threshold up to
+#   256, from small perturbations (the ratio never reaches 1 ± eps, so the update *is* the
+#   exact-ratio one) and from large ones (3 logits away from p*). The PPO/GRPO clip zeroes the
+#   gradient of clipped samples: it removes force, it does not delay it, so the share that lags
+#   is 0 as with `is`. DESIGN 2.1 expected "in between"; the measurement wins. A run with a
+#   truncated (not zeroed) ratio, or a known drift, can pass `stale_fraction` explicitly.
+DEFAULT_STALE_FRACTION: dict[str, float] = {"none": 1.0, "is": 0.0, "is_clipped": 0.0}
 
 _CRITICAL_DAMPING_TOL = 1e-9
 
