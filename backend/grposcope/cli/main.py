@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "worker",
     "demo",
     "dashboard",
+    "migrate",
 )
 
 
