@@ -1,0 +1,201 @@
+"""Sender behaviour against a scripted stub API on 127.0.0.1: batching, retries, auth,
+rejections, alerts. The real server is exercised in test_live_server.py and test_faults.py."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+from grposcope_trainer import Run
+
+from tests.plugin.helpers import StubApi, wait_for
+
+ALERT = {
+    "kind": "reward_hacking",
+    "severity": "critical",
+    "state": "open",
+    "opened_step": 7,
+    "message": "eval reward falls while train reward rises",
+    "evidence": {"window": [3, 7]},
+}
+
+
+class Script:
+    """A tiny in-memory API: stores steps, can fail, refuse or report alerts on demand."""
+
+    def __init__(self) -> None:
+        self.steps: dict[int, dict[str, Any]] = {}
+        self.fail_next = 0  # answer 503 to this many requests
+        self.status_for_create = 201
+        self.ingest_status: list[int] = []  # statuses to answer ingest with, in order
+        self.alerts: list[dict[str, Any]] = []
+        self.finished: str | None = None
+        self.runs = 0
+
+    def __call__(self, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        if self.fail_next:
+            self.fail_next -= 1
+            return 503, {"error": "DatabaseUnavailable", "detail": "try later"}
+        if path.endswith("/runs"):
+            if self.status_for_create >= 400:
+                return self.status_for_create, {"error": "Forbidden", "detail": "viewer token"}
+            self.runs += 1
+            return 201, {"id": self.runs, **body}
+        if path.endswith("/finish"):
+            self.finished = body["status"]
+            return 200, {"id": 1}
+        if self.ingest_status:
+            status = self.ingest_status.pop(0)
+            if status >= 400:
+                return status, {"error": "Invalid", "detail": f"status {status}"}
+        for step in body["steps"]:
+            self.steps.setdefault(step["step"], {}).update(step["metrics"])
+        return 200, {"run_id": 1, "inserted": 1, "duplicates": 0, "open_alerts": self.alerts}
+
+
+@pytest.fixture
+def script() -> Script:
+    return Script()
+
+
+@pytest.fixture
+def stub(script: Script):
+    api = StubApi(script)
+    yield api
+    api.close()
+
+
+def _run(stub: StubApi, tmp_path: Path, **kwargs: Any) -> Run:
+    options = dict(
+        project="p",
+        name="r",
+        url=stub.url,
+        token="t",
+        spool_dir=tmp_path / "spool",
+        batch_interval=0.02,
+        max_backoff=0.1,
+        replay_orphans=False,
+    )
+    options.update(kwargs)
+    return Run(**options)
+
+
+def test_every_step_is_delivered_in_batches_and_finished(stub, script, tmp_path) -> None:
+    run = _run(stub, tmp_path, hyperparameters={"learning_rate": 1e-3})
+    for step in range(1, 1001):
+        run.log(step, {"reward": step / 1000, "entropy": 2.0, "note": "dropped"})
+    report = run.finish()
+    assert report.delivered and report.pending_steps == 0
+    assert sorted(script.steps) == list(range(1, 1001))
+    assert script.steps[500] == {"reward": 0.5, "entropy": 2.0}
+    assert script.finished == "finished"
+    ingests = [p for p, _ in stub.requests if p.endswith("/ingest")]
+    assert 1 < len(ingests) < 1000  # batched, and bounded in size
+    assert stub.requests[0][1]["hyperparameters"] == {"learning_rate": 1e-3}
+    assert not (tmp_path / "spool" / run.run_key).exists()
+
+
+def test_transient_errors_are_retried_with_one_warning_each_way(stub, script, tmp_path, caplog):
+    script.fail_next = 5
+    with caplog.at_level(logging.WARNING, logger="grposcope_trainer"):
+        run = _run(stub, tmp_path)
+        for step in range(1, 51):
+            run.log(step, {"reward": 0.1})
+        assert run.finish(timeout=30).delivered
+    assert sorted(script.steps) == list(range(1, 51))
+    messages = [r.getMessage() for r in caplog.records]
+    assert sum("unreachable" in m for m in messages) == 1
+    assert sum("reachable again" in m for m in messages) == 1
+
+
+def test_a_token_without_write_rights_warns_once_and_keeps_the_data(stub, script, tmp_path, caplog):
+    script.status_for_create = 403
+    with caplog.at_level(logging.WARNING, logger="grposcope_trainer"):
+        run = _run(stub, tmp_path)
+        for step in range(1, 101):
+            run.log(step, {"reward": 0.1})
+            if step % 25 == 0:
+                wait_for(lambda: run._sender._auth_failed, timeout=10)
+        report = run.finish(timeout=2)
+    assert not report.delivered and report.pending_steps == 100
+    assert report.spool_path == tmp_path / "spool" / run.run_key
+    auth = [r.getMessage() for r in caplog.records if "refused the token" in r.getMessage()]
+    assert len(auth) == 1 and "403" in auth[0] and "Training continues" in auth[0]
+    assert len(stub.requests) == 1  # no retry loop on an auth error
+    assert "resent" in report.message and str(report.spool_path) in report.message
+
+
+def test_an_invalid_batch_is_set_aside_and_the_rest_goes_through(stub, script, tmp_path):
+    script.ingest_status = [422]
+    run = _run(stub, tmp_path)
+    run.log(1, {"reward": 0.1})
+    wait_for(lambda: (tmp_path / "spool" / run.run_key / "rejected").is_dir(), timeout=10)
+    run.log(2, {"reward": 0.2})
+    assert run.finish().delivered
+    assert sorted(script.steps) == [2]
+    assert len(list((tmp_path / "spool" / run.run_key / "rejected").iterdir())) == 1
+
+
+def test_a_run_deleted_on_the_server_is_created_again(stub, script, tmp_path) -> None:
+    script.ingest_status = [404]
+    run = _run(stub, tmp_path)
+    run.log(1, {"reward": 0.1})
+    assert run.finish().delivered
+    assert script.runs == 2 and sorted(script.steps) == [1]
+
+
+def test_refused_hyperparameters_move_into_config(stub, script, tmp_path) -> None:
+    answers = iter([(422, {"error": "ValidationError", "detail": "k_ref"})])
+
+    def responder(path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        if path.endswith("/runs"):
+            return next(answers, None) or script(path, body)
+        return script(path, body)
+
+    stub.responder = responder
+    run = _run(stub, tmp_path, hyperparameters={"k_ref": 1.5}, config={"seed": 1})
+    run.log(1, {"reward": 0.1})
+    assert run.finish().delivered
+    second = [b for p, b in stub.requests if p.endswith("/runs")][1]
+    assert second["hyperparameters"] == {}
+    assert second["config"] == {"seed": 1, "grposcope_hyperparameters": {"k_ref": 1.5}}
+
+
+def test_alerts_are_logged_once_and_stop_only_when_asked(stub, script, tmp_path, caplog) -> None:
+    script.alerts = [ALERT, {**ALERT, "kind": "plateau_reached", "severity": "info"}]
+    with caplog.at_level(logging.WARNING, logger="grposcope_trainer"):
+        watcher = _run(stub, tmp_path)
+        stopper = _run(stub, tmp_path, stop_on=("reward_hacking",))
+        info_only = _run(stub, tmp_path, stop_on=("plateau_reached",))
+        for step in range(1, 6):
+            for run in (watcher, stopper, info_only):
+                run.log(step, {"reward": 0.1})
+        wait_for(lambda: stopper.stop_requested, timeout=10)
+        for run in (watcher, stopper, info_only):
+            run.finish()
+    assert not watcher.stop_requested and not info_only.stop_requested  # info never stops
+    assert stopper.stop_reason.startswith("reward_hacking")
+    assert [a["kind"] for a in watcher.alerts] == ["reward_hacking", "plateau_reached"]
+    hacking = [r for r in caplog.records if "reward_hacking" in r.getMessage()]
+    assert len(hacking) == 3  # once per run, although every ingest repeats it
+
+
+def test_log_rejects_bad_steps_and_finish_bad_status(stub, tmp_path) -> None:
+    run = _run(stub, tmp_path)
+    with pytest.raises(ValueError, match="step"):
+        run.log(-1, {"reward": 0.1})
+    with pytest.raises(ValueError, match="step"):
+        run.log(1.5, {"reward": 0.1})  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="status"):
+        run.finish("done")
+    run.finish()
+
+
+def test_context_manager_marks_an_exception_as_failed(stub, script, tmp_path) -> None:
+    with pytest.raises(RuntimeError):
+        with _run(stub, tmp_path) as run:
+            run.log(1, {"reward": 0.1})
+            raise RuntimeError("boom")
+    assert script.finished == "failed"
