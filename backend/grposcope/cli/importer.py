@@ -29,12 +29,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from grposcope.logfiles import LogFileError, read_log
+    from grposcope.logfiles import LogFormatError, read_log
 
     path = Path(args.path)
     try:
         series = read_log(path)
-    except LogFileError as exc:
+    except (LogFormatError, OSError) as exc:
         raise CliError(str(exc)) from None
     records = to_records(series)
     if not records:

@@ -1,0 +1,73 @@
+"""The CLI against a real `grposcope serve`: login URL, tokens, import, runs list/show."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import httpx
+
+
+def cli(*args, env=None, check=True):
+    import os
+
+    result = subprocess.run([sys.executable, "-m", "grposcope.cli.main", *args],
+                            capture_output=True, text=True, env={**os.environ, **(env or {})},
+                            timeout=120)  # fmt: skip
+    if check:
+        assert result.returncode == 0, result.stderr
+    return result
+
+
+def test_serve_prints_a_login_url_with_an_admin_token(live_server):
+    assert live_server.admin_token, live_server.log_path.read_text()
+    me = httpx.get(f"{live_server.url}/api/v1/me",
+                   headers={"Authorization": f"Bearer {live_server.admin_token}"})  # fmt: skip
+    assert me.json()["role"] == "admin"
+
+
+def test_token_create_prints_the_token_alone_on_the_last_line(live_server):
+    token = live_server.token("ml-team", "writer")
+    assert token.startswith("gs_") and " " not in token
+    me = httpx.get(f"{live_server.url}/api/v1/me", headers={"Authorization": f"Bearer {token}"})
+    assert me.json() == {"team": "ml-team", "role": "writer", "name": ""}
+
+
+def test_import_then_runs_list_and_show(live_server, tmp_path):
+    state = {"log_history": [{"step": s, "reward": s / 100, "loss": 0.1, "epoch": 0.01 * s}
+                             for s in range(1, 61)] + [{"step": 60, "train_runtime": 12.0}]}
+    path = tmp_path / "trainer_state.json"
+    path.write_text(json.dumps(state))
+    env = {"GRPOSCOPE_URL": live_server.url, "GRPOSCOPE_TOKEN": live_server.token("ml", "writer")}
+    out = cli("import", str(path), "--project", "old-runs", "--run", "baseline", "--json", env=env)
+    imported = json.loads(out.stdout)
+    assert imported["steps"] == 60 and imported["duplicates"] == 0
+    again = json.loads(cli("import", str(path), "--project", "old-runs", "--run", "baseline",
+                           "--json", env=env).stdout)  # fmt: skip
+    assert again["id"] == imported["id"] and again["inserted"] == 0
+
+    runs = json.loads(cli("runs", "list", "--json", env=env).stdout)
+    assert runs == [{"id": imported["id"], "name": "baseline", "project": "old-runs",
+                     "team": "ml", "status": "finished", "last_step": 60, "open_alerts": 0}]
+    shown = json.loads(cli("runs", "show", "baseline", "--json", env=env).stdout)
+    assert set(shown) == {"id", "name", "project", "team", "status", "hyperparameters",
+                          "n_steps", "last_step", "fit", "alerts"}  # fmt: skip
+    assert shown["n_steps"] == 60 and shown["status"] == "finished"
+
+
+def test_client_commands_fail_clearly(live_server, tmp_path):
+    missing = cli("runs", "list", env={"GRPOSCOPE_URL": live_server.url, "GRPOSCOPE_TOKEN": ""},
+                  check=False)  # fmt: skip
+    assert missing.returncode == 2 and "GRPOSCOPE_TOKEN" in missing.stderr
+    bad = cli("runs", "show", "nope", env={"GRPOSCOPE_URL": live_server.url,
+              "GRPOSCOPE_TOKEN": live_server.admin_token}, check=False)  # fmt: skip
+    assert bad.returncode == 2 and "no run named 'nope'" in bad.stderr
+    junk = tmp_path / "junk.txt"
+    junk.write_text("hello\x00world")
+    imp = cli("import", str(junk), "--project", "p", env={"GRPOSCOPE_URL": live_server.url,
+              "GRPOSCOPE_TOKEN": live_server.admin_token}, check=False)  # fmt: skip
+    assert imp.returncode == 2 and "Traceback" not in imp.stderr
+    down = cli("runs", "list", env={"GRPOSCOPE_URL": "http://127.0.0.1:9",
+               "GRPOSCOPE_TOKEN": "x"}, check=False)  # fmt: skip
+    assert down.returncode == 2 and "cannot reach" in down.stderr
