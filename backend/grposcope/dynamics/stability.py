@@ -237,6 +237,7 @@ def _rho_constant(a_s: float, a_c: float, mu: float, d: int) -> float:
     """rho of e[t+1] = (1+mu-a_c)e[t] - mu·e[t-1] - a_s·e[t-d], per step (roots of its polynomial).
 
     Raised to the power d so it measures growth over the same span as the sawtooth's period.
+    Cost O(d³) (companion eigenvalues): fine up to d ~ 100 per call, slow beyond a few hundred.
     """
     poly = np.zeros(d + 2)
     poly[0], poly[1] = 1.0, -(1.0 + mu - a_c)
