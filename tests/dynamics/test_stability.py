@@ -6,6 +6,9 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from grposcope.dynamics.stability import (
     Hyper,
     continuum_coefficients,
@@ -16,8 +19,6 @@ from grposcope.dynamics.stability import (
     heavy_ball,
     spectral_radius,
 )
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 
 def sgd(lr: float, mu: float = 0.0, k_ref: int = 1, **kw) -> Hyper:
