@@ -1,0 +1,60 @@
+"""What the rules read: a run's stored series and its fit history (no database types)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+Series = tuple[np.ndarray, np.ndarray]
+
+
+@dataclass(frozen=True)
+class FitPoint:
+    """One stored reward refit, reduced to what the rules need."""
+
+    step: int
+    success: bool
+    regime: str | None = None
+    zeta: float | None = None
+    r2_smoothed: float | None = None
+    p_star: float | None = None
+    p0: float | None = None
+    plateau_lo: float | None = None
+    plateau_hi: float | None = None
+    plateau_start: float | None = None
+    noise_sd: float | None = None
+    n_points: int = 0
+    margin_exact: float | None = None
+    margin_continuum: float | None = None
+    constrained_r2: float | None = None
+    lag_applies: bool | None = None
+
+
+@dataclass(frozen=True)
+class RunData:
+    """A run as the rules see it: series by key, which key is the reward and the eval."""
+
+    series: Mapping[str, Series]
+    reward_key: str | None
+    eval_key: str | None = None
+    fits: Sequence[FitPoint] = field(default_factory=tuple)
+    num_generations: int | None = None
+    total_steps: int | None = None
+
+    def get(self, key: str | None) -> Series | None:
+        if key is None or key not in self.series:
+            return None
+        steps, values = self.series[key]
+        return (np.asarray(steps, dtype=np.int64), np.asarray(values, dtype=np.float64))
+
+
+CLIP_KEYS = (
+    "clip_ratio/region_mean",
+    "clip_ratio",
+    "objective/clip_ratio",
+    "clip_ratio/high_mean",
+    "clipfrac",
+    "actor/pg_clipfrac",
+)

@@ -1,0 +1,103 @@
+"""Evaluate every rule over a run and turn traces into outcomes with hysteresis applied."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from grposcope.diagnostics.data import FitPoint, RunData
+from grposcope.diagnostics.hysteresis import episodes
+from grposcope.diagnostics.params import effective_params
+from grposcope.diagnostics.rules_learning import (
+    advantage_degeneracy,
+    plateau_reached,
+    policy_concentration,
+    reward_hacking,
+)
+from grposcope.diagnostics.rules_stability import dynamical_instability
+from grposcope.diagnostics.types import Outcome, Trace
+
+__all__ = ["RunData", "FitPoint", "evaluate_all", "evaluate", "stalled", "SERIES_RULES"]
+
+SERIES_RULES: dict[str, Callable[[RunData, dict[str, float]], Trace | str]] = {
+    "reward_hacking": reward_hacking,
+    "advantage_degeneracy": advantage_degeneracy,
+    "policy_concentration": policy_concentration,
+    "dynamical_instability": dynamical_instability,
+    "plateau_reached": plateau_reached,
+}
+
+MESSAGES = {
+    "reward_hacking": "eval reward stopped following the training reward",
+    "advantage_degeneracy": "most groups got identical rewards: little advantage signal left",
+    "policy_concentration": "entropy is falling fast while the reward still rises",
+    "dynamical_instability": "the run is, or is predicted to become, dynamically unstable",
+    "plateau_reached": "the reward has reached its fitted plateau: further steps buy little",
+    "run_stalled": "no data from this running run",
+}
+
+def evaluate(kind: str, data: RunData, params: dict[str, float]) -> Outcome:
+    """One rule: trace → hysteresis episodes → ok | firing | unavailable."""
+    try:
+        trace = SERIES_RULES[kind](data, params)
+    except (ValueError, FloatingPointError, IndexError) as exc:  # odd data must not stop a run
+        return Outcome(kind, "unavailable", f"could not evaluate: {exc}")
+    if isinstance(trace, str):
+        return Outcome(kind, "unavailable", trace)
+    eps = tuple(episodes(trace, int(params["open_window"]), int(params["resolve_window"])))
+    current = eps[-1] if eps and eps[-1].resolved_step is None else None
+    if current is None:
+        last = {"last_checked_step": int(trace.steps[-1])} if trace.steps.size else {}
+        return Outcome(kind, "ok", "condition not met", evidence=last, episodes=eps)
+    return Outcome(
+        kind,
+        "firing",
+        f"condition held since step {current.opened_step}",
+        severity=current.severity,
+        message=_message(kind, current.evidence),
+        evidence=current.evidence,
+        episodes=eps,
+    )
+
+def _message(kind: str, evidence: Mapping[str, Any]) -> str:
+    base = MESSAGES[kind]
+    if kind == "dynamical_instability":
+        if "non_finite" in evidence:
+            nf = evidence["non_finite"]
+            return f"non-finite {', '.join(nf['keys'])} at step {nf['step']}"
+        if evidence.get("predicted"):
+            return f"stability margin {evidence.get('margin_exact')} (exact): instability ahead"
+        if "fall_share_of_gain" in evidence:
+            return (f"reward fell from {evidence['reward_peak']} to {evidence['reward_now']} "
+                    f"({evidence['fall_share_of_gain']:.0%} of its gain lost)")  # fmt: skip
+    if kind == "plateau_reached" and evidence.get("steps_saved_by_stopping"):
+        return f"{base}; stopping now saves {evidence['steps_saved_by_stopping']} steps"
+    return base
+
+def evaluate_all(
+    data: RunData, rules: Mapping[str, tuple[bool, dict[str, Any]]] | None = None
+) -> list[Outcome]:
+    """Every series rule; ``rules`` maps kind → (enabled, overrides) from the project."""
+    out = []
+    for kind in SERIES_RULES:
+        enabled, overrides = (rules or {}).get(kind, (True, {}))
+        if not enabled:
+            out.append(Outcome(kind, "unavailable", "disabled for this project"))
+            continue
+        out.append(evaluate(kind, data, effective_params(kind, overrides)))
+    return out
+
+def stalled(
+    status: str, silent_for_s: float | None, last_step: int | None, params: dict[str, float]
+) -> Outcome:
+    """run_stalled is about wall time, not steps: a running run silent for stall_after_s."""
+    limit = float(params["stall_after_s"])
+    if silent_for_s is None:
+        return Outcome("run_stalled", "unavailable", "the run has sent no data yet")
+    evidence = {"silent_for_s": round(silent_for_s, 1), "stall_after_s": limit,
+                "last_step": last_step}  # fmt: skip
+    if status in ("running", "stalled") and silent_for_s >= limit:
+        msg = f"no data for {silent_for_s:.0f} s (limit {limit:.0f} s) after step {last_step}"
+        return Outcome("run_stalled", "firing", msg, "warning", msg, evidence)
+    return Outcome("run_stalled", "ok", f"status {status}, last data {silent_for_s:.0f} s ago",
+                   evidence=evidence)  # fmt: skip

@@ -1,0 +1,110 @@
+"""Each rule's documented defaults and the ranges a project may override them within.
+
+The defaults were chosen on the development logs (docs/alerts.md has the measured false-alarm
+and detection figures); a project overrides them through ``PUT /projects/{id}/rules/{kind}``,
+validated here so an out-of-range value is refused (422) instead of silencing a rule.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Param:
+    default: float
+    lo: float
+    hi: float
+    doc: str
+    integer: bool = False
+
+
+def _windows(open_w: int, resolve_w: int) -> dict[str, Param]:
+    return {
+        "open_window": Param(open_w, 1, 100_000, "steps the condition must hold to open", True),
+        "resolve_window": Param(
+            resolve_w, 1, 100_000, "steps it must stay clear to resolve", True
+        ),
+    }
+
+
+RULES: dict[str, dict[str, Param]] = {
+    "reward_hacking": {
+        "train_window": Param(10, 2, 10_000, "steps in the train trailing mean", True),
+        "eval_points": Param(3, 1, 100, "eval points averaged for the eval level", True),
+        "progress_gap": Param(0.5, 0.05, 1.0, "train progress minus eval progress that fires"),
+        "min_train_progress": Param(0.7, 0.0, 1.0, "train must be this close to its peak"),
+        "min_gain_sigmas": Param(3.0, 0.0, 100.0, "train gain needed, in standard errors"),
+        **_windows(1, 1),
+    },
+    "advantage_degeneracy": {
+        "window": Param(20, 2, 10_000, "steps in the trailing mean", True),
+        "threshold": Param(0.6, 0.0, 1.0, "share of zero-std groups that warns"),
+        "critical_threshold": Param(0.97, 0.0, 1.0, "share of zero-std groups that is critical"),
+        "zero_std": Param(1e-6, 0.0, 1.0, "reward_std at or below this counts as zero"),
+        **_windows(20, 20),
+    },
+    "policy_concentration": {
+        "window": Param(50, 4, 100_000, "steps over which the entropy fall is measured", True),
+        "entropy_drop": Param(0.5, 0.01, 1.0, "relative entropy fall that warns"),
+        "critical_drop": Param(0.8, 0.01, 1.0, "relative entropy fall that is critical"),
+        **_windows(10, 20),
+    },
+    "dynamical_instability": {
+        "margin_warn": Param(0.1, 0.0, 10.0, "exact margin below this warns (≤ 0 critical)"),
+        "min_fit_r2": Param(0.5, -1.0, 1.0, "smoothed R² a fit needs to be believed"),
+        "zeta_info": Param(0.7, 0.0, 1.0, "fitted ζ below this with overshoot is reported"),
+        "grad_growth": Param(10.0, 1.5, 1e6, "grad_norm growth factor that warns"),
+        "clip_ratio_warn": Param(0.3, 0.0, 1.0, "clip/importance-ratio share that warns"),
+        "collapse_fraction": Param(0.5, 0.05, 1.0, "fall from peak, as a share of the gain"),
+        "smooth_window": Param(10, 2, 10_000, "steps in trailing means", True),
+        **_windows(5, 20),
+    },
+    "plateau_reached": {
+        "min_fit_r2": Param(0.6, -1.0, 1.0, "smoothed R² a fit needs to be believed"),
+        "min_gain_sigmas": Param(3.0, 0.0, 100.0, "p* − p0 needed, in noise standard errors"),
+        **_windows(10, 10),
+    },
+    "run_stalled": {
+        "stall_after_s": Param(300.0, 1.0, 30 * 86_400.0, "seconds without data from a run"),
+    },
+}
+
+KINDS: tuple[str, ...] = tuple(RULES)
+
+
+def defaults(kind: str) -> dict[str, float]:
+    return {name: p.default for name, p in RULES[kind].items()}
+
+
+def validate_params(kind: str, params: dict[str, Any]) -> dict[str, float]:
+    """Check overrides for one rule; raises ValueError naming the parameter."""
+    if kind not in RULES:
+        raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    if not isinstance(params, dict):
+        raise ValueError("params must be an object")
+    spec = RULES[kind]
+    out: dict[str, float] = {}
+    for name, value in params.items():
+        if name not in spec:
+            raise ValueError(f"unknown parameter {name!r} for {kind}; known: {', '.join(spec)}")
+        p = spec[name]
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"{kind}.{name} must be a number, got {value!r}")
+        if not math.isfinite(value) or not p.lo <= value <= p.hi:
+            raise ValueError(f"{kind}.{name} must be in [{p.lo:g}, {p.hi:g}], got {value!r}")
+        if p.integer and value != int(value):
+            raise ValueError(f"{kind}.{name} must be an integer, got {value!r}")
+        out[name] = int(value) if p.integer else float(value)
+    return out
+
+
+def effective_params(kind: str, overrides: dict[str, Any] | None) -> dict[str, float]:
+    """Defaults merged with a project's overrides (stale keys from an old version dropped)."""
+    merged = defaults(kind)
+    for name, value in (overrides or {}).items():
+        if name in merged:
+            merged[name] = value
+    return merged

@@ -1,0 +1,190 @@
+"""Rules about what the policy learns: reward hacking, advantage degeneracy, concentration,
+plateau. Each returns a Trace, or a string saying why it cannot be judged (unavailable)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from grposcope.diagnostics.data import RunData
+from grposcope.diagnostics.signal import finite, noise_sd, points, r, trailing_mean
+from grposcope.diagnostics.types import Trace
+
+Params = dict[str, float]
+
+
+def reward_hacking(data: RunData, p: Params) -> Trace | str:
+    """Train–eval decoupling: train near its best while eval's progress falls well behind.
+
+    Progress is normalised per series (0 at its start, 1 at its best so far), so a train
+    reward in [0, 3.5] and an eval accuracy in [0, 1] compare; an eval that never rose
+    significantly has progress 0.
+    """
+    train, ev = data.get(data.reward_key), data.get(data.eval_key)
+    if ev is None:
+        return ("no eval series (eval_reward or eval/…reward…): train–eval decoupling "
+                "cannot be judged without one")  # fmt: skip
+    if train is None:
+        return "no reward series"
+    ts, tv = finite(*train)
+    es, evals = finite(*ev)
+    k = int(p["eval_points"])
+    if es.size < k + 1 or ts.size < 3:
+        return f"{es.size} eval points so far; the rule needs {k + 1}"
+    w = points(p["train_window"], ts)
+    t_level = trailing_mean(tv, w)
+    t_se = noise_sd(tv) / math.sqrt(min(w, tv.size))
+    e_level = trailing_mean(evals, k)
+    e_se = noise_sd(evals) / math.sqrt(k) if evals.size >= 4 else 0.0
+    idx = np.searchsorted(ts, es, side="right") - 1
+    t0, e0 = t_level[min(w, tv.size) - 1], e_level[k - 1]
+    levels = np.zeros(es.size, dtype=np.int8)
+    facts: list[dict] = [{} for _ in es]
+    for i in range(k, es.size):
+        j = idx[i]
+        if j < w - 1:
+            continue
+        t_peak = float(np.max(t_level[w - 1 : j + 1]))
+        gain = t_peak - t0
+        if gain <= p["min_gain_sigmas"] * t_se or gain <= 0:
+            continue
+        e_peak = float(np.max(e_level[k - 1 : i + 1]))
+        e_gain = e_peak - e0
+        train_prog = (t_level[j] - t0) / gain
+        eval_prog = (e_level[i] - e0) / e_gain if e_gain > 2.0 * e_se and e_gain > 0 else 0.0
+        gap = train_prog - eval_prog
+        facts[i] = {"train_progress": r(train_prog), "eval_progress": r(eval_prog),
+                    "train_level": r(t_level[j]), "train_start": r(t0), "train_best": r(t_peak),
+                    "eval_level": r(e_level[i]), "eval_start": r(e0), "eval_best": r(e_peak),
+                    "eval_key": data.eval_key}  # fmt: skip
+        if train_prog >= p["min_train_progress"] and gap >= p["progress_gap"]:
+            levels[i] = 3 if e_level[i] < e0 and e_gain > 0 else 2
+
+    def evidence(i: int) -> dict:
+        lo = int(es[max(0, i - k + 1)])
+        return {**facts[i], "step_window": [lo, int(es[i])]}
+
+    return Trace(es, levels, np.zeros(es.size, dtype=bool), evidence)
+
+
+def _zero_std_share(data: RunData, p: Params) -> tuple[np.ndarray, np.ndarray, str] | str:
+    frac = data.get("frac_reward_zero_std")
+    if frac is not None:
+        s, v = finite(*frac)
+        return s, v, "frac_reward_zero_std"
+    std = data.get("reward_std")
+    if std is not None:
+        s, v = finite(*std)
+        return s, (v <= p["zero_std"]).astype(float), "reward_std == 0 (whole batch)"
+    return ("neither frac_reward_zero_std nor reward_std is logged (TRL logs the first with "
+            "scale_rewards 'group' or 'none')")  # fmt: skip
+
+
+def advantage_degeneracy(data: RunData, p: Params) -> Trace | str:
+    """Groups whose completions all got the same reward give zero advantage: no signal.
+
+    For binary rewards the i.i.d. expectation is p^G + (1−p)^G; a share explained by it (the
+    run has simply solved or failed every prompt) is reported as info, an excess as a warning.
+    """
+    got = _zero_std_share(data, p)
+    if isinstance(got, str):
+        return got
+    steps, share, source = got
+    if steps.size == 0:
+        return "the zero-std series has no finite values yet"
+    w = points(p["window"], steps)
+    level_share = trailing_mean(share, w)
+    iid = _iid_prediction(data, steps, w)
+    levels = np.where(level_share >= p["critical_threshold"], 3,
+                      np.where(level_share >= p["threshold"], 2, 0)).astype(np.int8)  # fmt: skip
+    explained = np.isfinite(iid) & (level_share - iid < 0.1)
+    levels = np.where((levels > 0) & explained, 1, levels).astype(np.int8)
+
+    def evidence(i: int) -> dict:
+        g = data.num_generations
+        return {"zero_std_share": r(level_share[i]), "source": source, "group_size": g,
+                "iid_prediction": r(iid[i]),
+                "excess": r(level_share[i] - iid[i]) if math.isfinite(iid[i]) else None,
+                "step_window": [int(steps[max(0, i - w + 1)]), int(steps[i])]}  # fmt: skip
+
+    return Trace(steps, levels, np.zeros(steps.size, dtype=bool), evidence)
+
+
+def _iid_prediction(data: RunData, at: np.ndarray, w: int) -> np.ndarray:
+    out = np.full(at.size, np.nan)
+    reward, g = data.get(data.reward_key), data.num_generations
+    if reward is None or not g:
+        return out
+    s, v = finite(*reward)
+    if s.size == 0 or v.min() < 0.0 or v.max() > 1.0:
+        return out  # not a binary (0/1) reward: no closed-form expectation
+    level = trailing_mean(v, w)
+    idx = np.searchsorted(s, at, side="right") - 1
+    ok = idx >= 0
+    prob = level[np.clip(idx, 0, None)]
+    out[ok] = (prob**g + (1.0 - prob) ** g)[ok]
+    return out
+
+
+def policy_concentration(data: RunData, p: Params) -> Trace | str:
+    """Entropy falling fast while the reward still rises: the policy collapses onto a mode."""
+    ent = data.get("entropy")
+    if ent is None:
+        return "no entropy series (TRL logs `entropy` since 0.17)"
+    reward = data.get(data.reward_key)
+    if reward is None:
+        return "no reward series"
+    s, v = finite(*ent)
+    rs, rv = finite(*reward)
+    w = points(p["window"], s)
+    if s.size <= w or rs.size < 2:
+        return f"{s.size} entropy points so far; the rule needs more than {w}"
+    smooth = trailing_mean(v, max(2, w // 5))
+    r_smooth = np.interp(s, rs, trailing_mean(rv, max(2, points(p["window"], rs) // 5)))
+    levels = np.zeros(s.size, dtype=np.int8)
+    then = smooth[:-w]
+    drop = np.where(then > 0, (then - smooth[w:]) / np.where(then > 0, then, 1.0), 0.0)
+    rising = r_smooth[w:] > r_smooth[:-w]
+    levels[w:] = np.where(rising & (drop >= p["critical_drop"]), 3,
+                          np.where(rising & (drop >= p["entropy_drop"]), 2, 0))  # fmt: skip
+
+    def evidence(i: int) -> dict:
+        j = max(0, i - w)
+        return {"entropy_then": r(smooth[j]), "entropy_now": r(smooth[i]),
+                "relative_drop": r((smooth[j] - smooth[i]) / smooth[j]) if smooth[j] > 0 else None,
+                "reward_then": r(r_smooth[j]), "reward_now": r(r_smooth[i]),
+                "step_window": [int(s[j]), int(s[i])]}  # fmt: skip
+
+    return Trace(s, levels, np.zeros(s.size, dtype=bool), evidence)
+
+
+def plateau_reached(data: RunData, p: Params) -> Trace | str:
+    """The fitted curve is 95 % of the way to p*: the steps left mostly buy nothing."""
+    fits = [f for f in data.fits if f.success]
+    if not fits:
+        return "no successful fit of the reward yet"
+    steps = np.array([f.step for f in fits], dtype=np.int64)
+    levels = np.zeros(steps.size, dtype=np.int8)
+    for i, f in enumerate(fits):
+        if f.plateau_start is None or f.p_star is None or f.p0 is None:
+            continue
+        se = (f.noise_sd or 0.0) / math.sqrt(max(f.n_points, 1))
+        good = f.r2_smoothed is not None and f.r2_smoothed >= p["min_fit_r2"]
+        gained = f.p_star - f.p0 > p["min_gain_sigmas"] * max(se, 1e-12)
+        if good and gained and f.plateau_start <= f.step:
+            levels[i] = 1
+
+    def evidence(i: int) -> dict:
+        f = fits[i]
+        out = {"plateau": r(f.p_star), "plateau_lo": r(f.plateau_lo), "plateau_hi": r(f.plateau_hi),
+               "plateau_start": r(f.plateau_start, 1), "r2_smoothed": r(f.r2_smoothed),
+               "steps_past_plateau": r(f.step - (f.plateau_start or f.step), 1),
+               "step_window": [int(f.plateau_start or f.step), int(f.step)]}  # fmt: skip
+        if data.total_steps and data.total_steps > f.step:
+            left = data.total_steps - f.step
+            out.update(total_steps=data.total_steps, steps_saved_by_stopping=left,
+                       saving_fraction=r(left / data.total_steps))  # fmt: skip
+        return out
+
+    return Trace(steps, levels, np.zeros(steps.size, dtype=bool), evidence)

@@ -1,0 +1,199 @@
+"""dynamical_instability: the predicted form (stability margin from the hyperparameters and
+the measured curvature) warns before it happens; the observed forms (NaN/Inf, grad_norm or
+clip-ratio growth, an oscillatory fit that overshoots, the reward falling from its peak)
+confirm it. Each sub-condition is a trace of its own; they are merged step by step, the most
+severe one winning, and the evidence names every sub-condition active at that step."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from grposcope.diagnostics.data import CLIP_KEYS, RunData
+from grposcope.diagnostics.signal import (
+    finite,
+    level_at,
+    noise_sd,
+    points,
+    r,
+    trailing_mean,
+    trailing_median,
+)
+from grposcope.diagnostics.types import Trace
+
+Params = dict[str, float]
+Sub = tuple[np.ndarray, np.ndarray, Callable[[int], dict], bool]  # steps, level, evidence, point
+
+
+def dynamical_instability(data: RunData, p: Params) -> Trace | str:
+    subs = [
+        _non_finite(data),
+        _grad_growth(data, p),
+        _clip_ratio(data, p),
+        _reward_fall(data, p),
+        _margin(data, p),
+        _overshoot(data, p),
+    ]
+    subs = [s for s in subs if s is not None and s[0].size]
+    if not subs:
+        return "no reward, loss, grad_norm or fit to judge yet"
+    grid = np.unique(np.concatenate([s[0] for s in subs]))
+    per_sub = [_on_grid(s, grid) for s in subs]
+    stacked = np.vstack([lv for lv, _ in per_sub])
+    level = stacked.max(axis=0).astype(np.int8)
+    instant = np.zeros(grid.size, dtype=bool)
+    nf = subs[0] if subs[0][3] else None
+    if nf is not None:
+        instant = np.isin(grid, nf[0])
+
+    def evidence(i: int) -> dict:
+        out: dict = {"step_window": [int(grid[max(0, i - 1)]), int(grid[i])]}
+        for (lv, src), sub in zip(per_sub, subs, strict=True):
+            if lv[i] > 0:
+                out.update(sub[2](int(src[i])))
+        return out
+
+    return Trace(grid, level, instant, evidence)
+
+
+def _on_grid(sub: Sub, grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A sub-condition's level on the merged grid, and the sub index each value came from."""
+    steps, level, _, point = sub
+    idx = np.searchsorted(steps, grid, side="right") - 1
+    src = np.clip(idx, 0, None)
+    out = np.where(idx >= 0, level[src], 0)
+    if point:  # a NaN at one step says nothing about the next
+        out = np.where(np.isin(grid, steps), out, 0)
+    return out, src
+
+
+def _non_finite(data: RunData) -> Sub | None:
+    keys = [k for k in (data.reward_key, "loss", "grad_norm") if k and k in data.series]
+    hits: dict[int, list[str]] = {}
+    for key in keys:
+        s, v = data.get(key)  # type: ignore[misc]
+        for step in s[~np.isfinite(v)].tolist():
+            hits.setdefault(int(step), []).append(key)
+    if not hits:
+        return (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int8), lambda i: {}, True)
+    steps = np.array(sorted(hits), dtype=np.int64)
+
+    def evidence(i: int) -> dict:
+        return {"non_finite": {"step": int(steps[i]), "keys": hits[int(steps[i])]}}
+
+    return steps, np.full(steps.size, 3, dtype=np.int8), evidence, True
+
+
+def _grad_growth(data: RunData, p: Params) -> Sub | None:
+    g = data.get("grad_norm")
+    if g is None:
+        return None
+    s, v = finite(*g)
+    keep = v > 0  # a logged 0 is a skipped step (no gradient), not a small one
+    s, v = s[keep], v[keep]
+    w = points(p["smooth_window"], s)
+    if s.size < 3 * w:
+        return None
+    recent = trailing_median(v, w)
+    level = np.zeros(s.size, dtype=np.int8)
+    base = np.full(s.size, np.nan)
+    for i in range(3 * w - 1, s.size):
+        base[i] = float(np.median(v[max(0, i - 5 * w + 1) : i - w + 1]))
+    ratio = recent / np.where(base > 0, base, np.nan)
+    level[np.nan_to_num(ratio) >= p["grad_growth"]] = 2
+
+    def evidence(i: int) -> dict:
+        return {"grad_norm_recent": r(recent[i]), "grad_norm_before": r(base[i]),
+                "grad_norm_growth": r(ratio[i], 2)}  # fmt: skip
+
+    return s, level, evidence, False
+
+
+def _clip_ratio(data: RunData, p: Params) -> Sub | None:
+    key = next((k for k in CLIP_KEYS if k in data.series), None)
+    if key is None:
+        return None
+    s, v = finite(*data.get(key))  # type: ignore[misc]
+    mean = trailing_mean(v, points(p["smooth_window"], s))
+    level = np.where(mean >= p["clip_ratio_warn"], 2, 0).astype(np.int8)
+    return s, level, lambda i: {"clip_key": key, "clip_ratio": r(mean[i])}, False
+
+
+def _reward_fall(data: RunData, p: Params) -> Sub | None:
+    """The smoothed reward has lost a large share of what it gained, beyond its noise."""
+    reward = data.get(data.reward_key)
+    if reward is None:
+        return None
+    s, v = finite(*reward)
+    w = points(p["smooth_window"], s)
+    if s.size < 2 * w:
+        return None
+    level_r = trailing_mean(v, w)
+    se = noise_sd(v) / math.sqrt(w)
+    start = level_r[w - 1]
+    peak = np.maximum.accumulate(np.where(np.arange(s.size) >= w - 1, level_r, -np.inf))
+    gain, fall = peak - start, peak - level_r
+    # The running peak of a noisy mean is biased upwards (the largest of i/w roughly
+    # independent windows: about sqrt(2 ln(i/w)) standard errors), so the bar rises with it.
+    n_windows = np.maximum(np.arange(1, s.size + 1) / w, 1.0)
+    bar = (3.0 + np.sqrt(2.0 * np.log(n_windows))) * se
+    significant = (gain > bar) & (fall > bar)
+    share = np.where(gain > 0, fall / np.where(gain > 0, gain, 1.0), 0.0)
+    level = np.where(significant & (share >= p["collapse_fraction"]), 2, 0)
+    level = np.where(significant & (share >= 0.9), 3, level).astype(np.int8)
+    def evidence(i: int) -> dict:
+        at = int(np.argmax(level_r[: i + 1] == peak[i])) if i >= w - 1 else i
+        return {"reward_start": r(start), "reward_peak": r(peak[i]), "peak_step": int(s[at]),
+                "reward_now": r(level_r[i]), "fall_share_of_gain": r(share[i]),
+                "reward_se": r(se)}  # fmt: skip
+
+    return s, level, evidence, False
+
+
+def _margin(data: RunData, p: Params) -> Sub | None:
+    fits = [f for f in data.fits if f.margin_exact is not None and f.constrained_r2 is not None]
+    fits = [f for f in fits if f.constrained_r2 >= p["min_fit_r2"]]  # type: ignore[operator]
+    if not fits:
+        return None
+    steps = np.array([f.step for f in fits], dtype=np.int64)
+    m = np.array([f.margin_exact for f in fits], dtype=np.float64)
+    level = np.where(m <= 0, 3, np.where(m < p["margin_warn"], 2, 0)).astype(np.int8)
+
+    def evidence(i: int) -> dict:
+        f = fits[i]
+        return {"margin_exact": r(f.margin_exact), "margin_continuum": r(f.margin_continuum),
+                "lag_applies": f.lag_applies, "constrained_r2_smoothed": r(f.constrained_r2),
+                "predicted": True}  # fmt: skip
+
+    return steps, level, evidence, False
+
+
+def _overshoot(data: RunData, p: Params) -> Sub | None:
+    """Fitted ζ < zeta_info and the smoothed reward went above the fitted plateau's band."""
+    reward = data.get(data.reward_key)
+    fits = [f for f in data.fits if f.success and f.zeta is not None and f.p_star is not None]
+    if reward is None or not fits:
+        return None
+    s, v = finite(*reward)
+    if s.size < 3:
+        return None
+    smooth = trailing_mean(v, points(p["smooth_window"], s))
+    best = np.maximum.accumulate(smooth)
+    steps = np.array([f.step for f in fits], dtype=np.int64)
+    best_at = level_at(s, best, steps)
+    level = np.zeros(steps.size, dtype=np.int8)
+    for i, f in enumerate(fits):
+        good = f.r2_smoothed is not None and f.r2_smoothed >= p["min_fit_r2"]
+        above = best_at[i] > (f.plateau_hi if f.plateau_hi is not None else f.p_star)
+        rising = (f.p_star or 0.0) > (f.p0 or 0.0)
+        if good and rising and f.zeta < p["zeta_info"] and above:  # type: ignore[operator]
+            level[i] = 1
+
+    def evidence(i: int) -> dict:
+        f = fits[i]
+        return {"zeta": r(f.zeta), "regime": f.regime, "plateau": r(f.p_star),
+                "best_smoothed_reward": r(best_at[i])}  # fmt: skip
+
+    return steps, level, evidence, False

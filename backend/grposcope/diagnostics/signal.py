@@ -1,0 +1,62 @@
+"""Small causal signal helpers: every value at index i uses only points 0..i, so a rule
+evaluated on a prefix gives the same answer as on the whole run at that step."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+def finite(steps: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    keep = np.isfinite(values)
+    return steps[keep], values[keep]
+
+
+def trailing_mean(values: np.ndarray, width: int) -> np.ndarray:
+    """Mean of the last `width` points (fewer at the start)."""
+    width = max(1, int(width))
+    c = np.concatenate([[0.0], np.cumsum(values, dtype=np.float64)])
+    idx = np.arange(1, values.size + 1)
+    lo = np.maximum(0, idx - width)
+    return (c[idx] - c[lo]) / (idx - lo)
+
+
+def trailing_median(values: np.ndarray, width: int) -> np.ndarray:
+    width = max(1, int(width))
+    out = np.empty(values.size)
+    for i in range(values.size):
+        out[i] = np.median(values[max(0, i - width + 1) : i + 1])
+    return out
+
+
+def noise_sd(values: np.ndarray) -> float:
+    """Per-point noise from first differences (robust to a trend): MAD of diffs / (√2·0.6745)."""
+    if values.size < 3:
+        return float(np.std(values)) if values.size else 0.0
+    d = np.diff(values)
+    mad = float(np.median(np.abs(d - np.median(d))))
+    sd = mad / (math.sqrt(2.0) * 0.6745)
+    return sd if sd > 0 else float(np.std(d)) / math.sqrt(2.0)
+
+
+def points(window_steps: float, steps: np.ndarray) -> int:
+    """A window given in steps as a number of points of this series."""
+    if steps.size < 2:
+        return 1
+    spacing = max(float(np.median(np.diff(steps))), 1e-12)
+    return max(1, int(round(window_steps / spacing)))
+
+
+def level_at(sub_steps: np.ndarray, sub_values: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """Forward-fill a per-step quantity onto other steps (the last value at or before)."""
+    idx = np.searchsorted(sub_steps, at, side="right") - 1
+    out = np.where(idx >= 0, sub_values[np.clip(idx, 0, None)], 0)
+    return out if sub_values.size else np.zeros(at.size, dtype=sub_values.dtype)
+
+
+def r(x: float | None, digits: int = 4) -> float | None:
+    """Round for evidence (people read it); None and non-finite stay None."""
+    if x is None or not math.isfinite(float(x)):
+        return None
+    return round(float(x), digits)
