@@ -14,6 +14,8 @@ every K_ref steps) and applies, choices made so the lab maps one-to-one onto DES
   the reward gradient *at the behaviour policy* (a fully stale force); ``is`` weights by the exact
   ratio pi/pi_b, whose expectation is the current gradient; ``is_clipped`` is the PPO/GRPO
   surrogate min(rho·A, clip(rho, 1 - eps, 1 + eps)·A), whose gradient drops clipped samples.
+  Its infinite-sample variant is the G -> infinity limit; for non-binary rewards that is not the
+  mean of the G-sample update, because the clip tests the sign of the *group* advantage.
 - **KL**: beta·KL(pi || pi_ref), computed exactly from the current logits (a current force, no
   sampling noise). It gives the finite fixed point pi* ∝ pi_ref·exp(r/beta).
 - **Optimizer**: SGD with heavy-ball momentum, v <- mu·v + g, theta <- theta + lr·v, i.e. exactly
