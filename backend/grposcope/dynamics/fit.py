@@ -1,0 +1,255 @@
+"""Fit the damped oscillator (and the single-exponential baseline) to a reward series.
+
+`fit_series(steps, values)` never raises for data problems: too few points, a constant
+series or a failed optimisation come back as `status`/`message`/`success` on the result
+(the online worker refits hundreds of series; one odd run must not stop it). Caller bugs —
+non-finite steps, mismatched lengths — raise ValueError naming the argument.
+
+Method (DESIGN 2.4): NaN/inf values dropped, duplicate steps averaged, long series binned to
+≤ `max_points` step bins; robust soft-L1 least squares in normalised units with a noise scale
+from first differences; starts from a (timescale, ζ) grid with the levels solved exactly, or
+from the previous fit (`warm=`); empirical-Bayes priors (fit_priors.py); Laplace covariance
+widened for residual excess and lag-1 autocorrelation, which the forecasts use.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from grposcope.dynamics import fit_core as core
+from grposcope.dynamics.fit_priors import DEFAULT_PRIORS, Z80, Priors
+from grposcope.dynamics.fit_result import (
+    ConstrainedFit,
+    ExponentialFit,
+    FitResult,
+    Interval,
+    OscillatorFit,
+    Scaling,
+    insufficient,
+)
+from grposcope.dynamics.model import classify_regime, phases, single_exponential, trajectory
+from grposcope.dynamics.smoothing import (
+    Series,
+    aic,
+    bin_series,
+    lag1_autocorrelation,
+    moving_average,
+    prepare,
+    r_squared,
+    robust_noise,
+    smoothing_width,
+    variance_inflation,
+)
+
+if TYPE_CHECKING:
+    from grposcope.dynamics.stability import Hyper
+
+__all__ = ["FitResult", "fit_series", "MIN_POINTS"]
+
+MIN_POINTS = 8  # four shape parameters need at least twice as many distinct steps
+MAX_POINTS = 400  # bins for the optimiser; quality statistics use every point
+RECENT_FRACTION = 0.1  # the "recent level": mean of the last 10 % of points (≥ 3)
+
+
+def _scaling(series: Series) -> Scaling | str:
+    """Normalisation; a string says why the series cannot be fitted."""
+    first, last = float(series.steps[0]), float(series.steps[-1])
+    # Time runs from training start (step 0) when the log covers it, else from the first
+    # logged step (a resumed run starting at step 5,000 has no visible start).
+    origin = 0.0 if 0.0 <= first <= 0.5 * last else first
+    span = last - origin
+    sd = float(np.std(series.values))
+    if span <= 0:
+        return "all points are at one step"
+    if not sd > 0:
+        return "the series is constant"
+    w = smoothing_width(series.values.size)
+    _, smooth = moving_average(series.steps, series.values, w)
+    if smooth.size < 2:
+        smooth = series.values
+    center = float(np.median(series.values))
+    lo, hi = (float(q) for q in np.percentile((smooth - center) / sd, [10.0, 90.0]))
+    if hi - lo < 1e-3:
+        lo, hi = lo - 0.5, hi + 0.5
+    return Scaling(origin=origin, span=span, center=center, scale=sd, lo=lo, hi=hi)
+
+
+def _problem(series: Series, sc: Scaling, priors: Priors, max_points: int) -> core.Problem:
+    binned = bin_series(series, max_points)
+    noise = robust_noise(series.values) / sc.scale
+    noise = max(noise, 1e-3)
+    return core.Problem(
+        x=(binned.steps - sc.origin) / sc.span,
+        y=(binned.values - sc.center) / sc.scale,
+        wt=np.sqrt(binned.weight) / noise,
+        lo=sc.lo,
+        hi=sc.hi,
+        priors=priors,
+    )
+
+
+def _quality(series: Series, predicted: np.ndarray, n_params: int) -> tuple[float, float, float]:
+    """(R² raw, R² smoothed, AIC) on the prepared (unbinned) series."""
+    resid = series.values - predicted
+    w = smoothing_width(series.values.size)
+    centres, smooth = moving_average(series.steps, series.values, w)
+    r2s = float("nan")
+    if smooth.size >= 3:
+        fitted = np.interp(centres, series.steps, predicted)
+        r2s = r_squared(smooth, fitted)
+    return r_squared(series.values, predicted), r2s, aic(resid, n_params)
+
+
+def _warm_theta(warm: FitResult, sc: Scaling, fit_t0: bool) -> np.ndarray | None:
+    osc = warm.oscillator
+    if osc is None or not warm.success:
+        return None
+    theta = [
+        (osc.p_star - sc.center) / sc.scale,
+        (osc.p0 - sc.center) / sc.scale,
+        -math.log(osc.omega0 * sc.span),
+        math.log(max(osc.zeta, 1e-6)),
+    ]
+    if fit_t0:
+        theta.append((osc.t0 - sc.origin) / sc.span)
+    return core._clip(np.array(theta))
+
+
+def _oscillator(
+    series: Series, sc: Scaling, prob: core.Problem, warm: FitResult | None, fit_t0: bool
+) -> tuple[OscillatorFit, core.Solution, np.ndarray | None]:
+    start = _warm_theta(warm, sc, fit_t0) if warm is not None else None
+    starts = [start] if start is not None else core.oscillator_starts(prob, fit_t0)
+    sol = core.solve(core.oscillator_residuals, core.oscillator_jacobian, starts, prob, 3)
+    th = sol.theta
+    omega0 = 1.0 / (math.exp(th[2]) * sc.span)
+    t0 = sc.origin + (th[4] * sc.span if th.size > 4 else 0.0)
+    p_star, p0 = sc.value(th[0]), sc.value(th[1])
+    zeta = math.exp(th[3])
+    pred = trajectory(series.steps, p_star, p0, omega0, zeta, t0)
+    r2, r2s, a = _quality(series, pred, th.size)
+    # Inflate the data's noise for misfit (median squared residual vs χ²₁'s 0.455) and for
+    # lag-1 autocorrelation of the residuals (AR(1) variance of a mean).
+    r = sol.residuals
+    excess = max(1.0, float(np.median(r * r)) / 0.455)
+    inflation = excess * variance_inflation(lag1_autocorrelation(r))
+    cov = core.laplace_covariance(sol, inflation)
+    fit = OscillatorFit(p_star, p0, omega0, zeta, t0, r2, r2s, a)
+    return fit, sol, cov
+
+
+def _exponential(series: Series, sc: Scaling, prob: core.Problem) -> ExponentialFit:
+    sol = core.solve(
+        core.exponential_residuals,
+        core.exponential_jacobian,
+        core.exponential_starts(prob),
+        prob,
+        2,
+    )
+    th = sol.theta
+    rate = 1.0 / (math.exp(th[2]) * sc.span)
+    p_star, p0 = sc.value(th[0]), sc.value(th[1])
+    pred = single_exponential(series.steps, p_star, p0, rate, sc.origin)
+    r2, r2s, a = _quality(series, pred, 3)
+    return ExponentialFit(p_star, p0, rate, sc.origin, r2, r2s, a)
+
+
+def _constrained(series: Series, sc: Scaling, prob: core.Problem, hyper: Hyper) -> ConstrainedFit:
+    from grposcope.dynamics.fit_constrained import fit_constrained
+    from grposcope.dynamics.stability import continuum_margin, exact_stability
+
+    sol = fit_constrained(prob, hyper, sc.span)
+    p_star, p0 = sc.value(sol.p_star_n), sc.value(sol.p0_n)
+    pred = trajectory(series.steps, p_star, p0, sol.omega0, sol.zeta, sc.origin)
+    _, r2s, a = _quality(series, pred, 3)
+    exact = exact_stability(hyper, sol.k)
+    return ConstrainedFit(
+        K=sol.k,
+        margin_continuum=float(continuum_margin(hyper, sol.k)),
+        margin_exact=float(exact.margin),
+        M=sol.m,
+        C=sol.c,
+        K_eff=sol.k_eff,
+        p_star=p_star,
+        p0=p0,
+        omega0=sol.omega0,
+        zeta=sol.zeta,
+        t0=sc.origin,
+        r2_smoothed=r2s,
+        aic=a,
+        regime=classify_regime(sol.zeta),
+        lag_applies=bool(exact.lag_applies),
+        note=str(exact.note),
+        hyper=hyper,
+    )
+
+
+def fit_series(
+    steps: ArrayLike,
+    values: ArrayLike,
+    *,
+    metric: str = "reward",
+    hyper: Hyper | None = None,
+    warm: FitResult | None = None,
+    fit_t0: bool = False,
+    priors: Priors = DEFAULT_PRIORS,
+    max_points: int = MAX_POINTS,
+) -> FitResult:
+    """Fit the oscillator, the single exponential and (with `hyper`) the constrained model.
+
+    Parameters
+    ----------
+    steps, values : the logged series (any order; NaN/inf values are dropped).
+    metric : name carried into the result.
+    hyper : hyperparameters for the constrained fit (`stability.Hyper`), or None.
+    warm : a previous result for the same series: its parameters seed the optimiser
+        (one start, no grid), which is how the online worker refits after new points.
+    fit_t0 : also fit a start offset t0 (the dynamics begin at t0 instead of training start).
+    priors : the regularisation (defaults learned from real runs, see fit_priors.py).
+    max_points : bin longer series to this many step bins for the optimiser.
+    """
+    if max_points < MIN_POINTS:
+        raise ValueError(f"max_points must be >= {MIN_POINTS}, got {max_points!r}")
+    series = prepare(steps, values)
+    n = series.values.size
+    if n < MIN_POINTS:
+        return insufficient(metric, series, f"{n} distinct finite steps, need {MIN_POINTS}")
+    sc = _scaling(series)
+    if isinstance(sc, str):
+        return insufficient(metric, series, sc)
+    prob = _problem(series, sc, priors, max_points)
+    osc, sol, cov = _oscillator(series, sc, prob, warm, fit_t0)
+    exp_fit = _exponential(series, sc, prob)
+    constrained = _constrained(series, sc, prob, hyper) if hyper is not None else None
+    sd_star = sc.scale * math.sqrt(cov[0, 0]) if cov is not None else float("inf")
+    half = Z80 * sd_star
+    slow_end, plateau_start = phases(osc.omega0, osc.zeta, osc.t0)
+    k = max(3, int(round(RECENT_FRACTION * n)))
+    ok = sol.success and cov is not None
+    return FitResult(
+        status="ok" if ok else "not_converged",
+        success=ok,
+        message="converged" if ok else f"optimiser: {sol.message}",
+        metric=metric,
+        n_points=n,
+        first_step=float(series.steps[0]),
+        last_step=float(series.steps[-1]),
+        oscillator=osc,
+        single_exponential=exp_fit,
+        regime=classify_regime(osc.zeta),
+        plateau=Interval(osc.p_star, osc.p_star - half, osc.p_star + half),
+        phases=(slow_end, plateau_start),
+        constrained=constrained,
+        scaling=sc,
+        theta=tuple(float(v) for v in sol.theta),
+        covariance=None if cov is None else tuple(tuple(float(v) for v in row) for row in cov),
+        noise_sd=robust_noise(series.values),
+        autocorrelation=lag1_autocorrelation(sol.residuals),
+        recent_level=float(np.mean(series.values[-k:])),
+        n_recent=k,
+        step_spacing=float(np.median(np.diff(series.steps))),
+    )

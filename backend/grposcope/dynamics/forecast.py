@@ -1,0 +1,190 @@
+"""Forecasts from a fit: the mean metric over a future window, the plateau's arrival, compute.
+
+A forecast mixes the fitted curve with the recent level (mean of the last 10 % of points):
+weight MODEL_WEIGHT on the curve, reduced linearly when the fit's smoothed R² is below WEAK_R2.
+A weak fit says little about the future, and on real runs the recent level is a forecast that
+is hard to beat; the equal mix beat both of its parts on the development runs (DESIGN 2.4,
+numbers in docs/dynamics-fit.md). Its variance adds
+(a) the parameter uncertainty (Laplace covariance, delta method), (b) the noise of the mean of
+the window's observations, widened for autocorrelation, (c) a model-error term growing linearly
+with the distance past the last step, KAPPA · series sd · distance / steps seen, calibrated on
+real runs (fit_priors.py), and (d) the spread between the two forecasts being mixed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from grposcope.dynamics import fit_core as core
+from grposcope.dynamics.fit_priors import KAPPA, MODEL_WEIGHT, WEAK_R2, Z80
+from grposcope.dynamics.fit_result import FitResult, finite
+from grposcope.dynamics.smoothing import variance_inflation
+
+_MAX_WINDOW_POINTS = 200
+_BAND_POINTS = 60
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """Mean of the observed metric over steps [start, end] with its 80 % interval."""
+
+    start: float
+    end: float
+    mean: float
+    lo: float
+    hi: float
+    model_mean: float
+    recent_level: float
+    weight: float  # weight of the fitted curve in `mean`
+
+    def to_json(self) -> dict[str, Any]:
+        return finite(
+            {"from": self.start, "to": self.end, "mean": self.mean, "lo": self.lo, "hi": self.hi}
+        )
+
+
+@dataclass(frozen=True)
+class Band:
+    """Expected metric (the mean level, without per-step noise) with an 80 % band."""
+
+    steps: tuple[float, ...]
+    mean: tuple[float, ...]
+    lo: tuple[float, ...]
+    hi: tuple[float, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return finite(
+            {"step": self.steps, "mean": self.mean, "lo": self.lo, "hi": self.hi, "level": 0.8}
+        )
+
+
+def _require(result: FitResult) -> None:
+    if not result.theta or result.scaling is None:
+        raise ValueError(f"result has no fitted curve ({result.status}: {result.message})")
+
+
+def _curve_and_variance(result: FitResult, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Fitted curve at `steps` and the parameter covariance of those values (physical units)."""
+    sc = result.scaling
+    assert sc is not None
+    theta = np.array(result.theta)
+    x = (steps - sc.origin) / sc.span
+
+    def curve(th: np.ndarray) -> np.ndarray:
+        g, _, _ = core.oscillator_unit(th, x)
+        return th[0] + (th[1] - th[0]) * g
+
+    base = curve(theta)
+    if result.covariance is None:
+        return sc.center + sc.scale * base, np.full((x.size, x.size), np.inf)
+    grad = np.empty((x.size, theta.size))
+    for i in range(theta.size):
+        h = 1e-5 * max(1.0, abs(theta[i]))
+        up, down = theta.copy(), theta.copy()
+        up[i] += h
+        down[i] -= h
+        grad[:, i] = (curve(up) - curve(down)) / (2 * h)
+    cov = grad @ np.array(result.covariance) @ grad.T * sc.scale**2
+    return sc.center + sc.scale * base, cov
+
+
+def _level_and_variance(result: FitResult, steps: np.ndarray) -> tuple[float, float]:
+    """Mean of the fitted curve over `steps` and its parameter variance."""
+    curve, cov = _curve_and_variance(result, steps)
+    return float(np.mean(curve)), max(float(np.mean(cov)), 0.0)
+
+
+def _weight(result: FitResult) -> float:
+    osc = result.oscillator
+    if osc is None or not result.success or not math.isfinite(osc.r2_smoothed):
+        return 0.0
+    return MODEL_WEIGHT * min(max(osc.r2_smoothed, 0.0) / WEAK_R2, 1.0)
+
+
+def _drift_sd(result: FitResult, step: float) -> float:
+    sc = result.scaling
+    assert sc is not None and result.last_step is not None
+    return KAPPA * sc.scale * max(0.0, step - result.last_step) / sc.span
+
+
+def predict_window(result: FitResult, start: float, end: float) -> Prediction:
+    """Mean of the metric over logged steps in [start, end], with an 80 % interval."""
+    _require(result)
+    if not (math.isfinite(start) and math.isfinite(end)) or end < start:
+        raise ValueError(f"window must be finite with from <= to, got {start!r}:{end!r}")
+    n_window = max(1.0, (end - start) / max(result.step_spacing, 1e-12) + 1.0)
+    steps = np.linspace(start, end, int(min(n_window, _MAX_WINDOW_POINTS)))
+    model_mean, var_param = _level_and_variance(result, steps)
+    inflation = variance_inflation(result.autocorrelation)
+    var_obs = result.noise_sd**2 * inflation / n_window
+    var_drift = _drift_sd(result, 0.5 * (start + end)) ** 2
+    var_recent = result.noise_sd**2 * inflation / max(result.n_recent, 1)
+    w = _weight(result)
+    recent = result.recent_level
+    var_m = var_param + var_obs + var_drift
+    var_r = var_recent + var_obs + var_drift
+    mean = w * model_mean + (1.0 - w) * recent
+    var = w * var_m + (1.0 - w) * var_r + w * (1.0 - w) * (model_mean - recent) ** 2
+    half = Z80 * math.sqrt(var) if math.isfinite(var) else float("inf")
+    return Prediction(start, end, mean, mean - half, mean + half, model_mean, recent, w)
+
+
+def forecast_band(result: FitResult, horizon: float | None = None) -> Band:
+    """The expected metric from the first step to `horizon` (default: twice the steps seen)."""
+    _require(result)
+    sc = result.scaling
+    assert sc is not None and result.first_step is not None and result.last_step is not None
+    end = horizon if horizon is not None else sc.origin + 2.0 * sc.span
+    end = max(end, result.last_step)
+    steps = np.linspace(result.first_step, end, _BAND_POINTS)
+    level, cov = _curve_and_variance(result, steps)
+    drift = np.array([_drift_sd(result, float(step)) for step in steps])
+    sd = np.sqrt(np.maximum(np.diag(cov), 0.0) + drift**2)
+    means, los, his = level.tolist(), (level - Z80 * sd).tolist(), (level + Z80 * sd).tolist()
+    return Band(tuple(steps), tuple(means), tuple(los), tuple(his))
+
+
+def steps_to_plateau(result: FitResult) -> float | None:
+    """Steps from the last one until the curve is 95 % of the way to p* (0 if already)."""
+    start = result.phases[1]
+    if start is None or result.last_step is None:
+        return None
+    return max(0.0, start - result.last_step)
+
+
+def compute_budget(result: FitResult, total_steps: float | None = None) -> dict[str, Any]:
+    """How much of a run's compute is still useful, and how much is past the plateau.
+
+    `useful_steps`: from the last step to the plateau start (bounded by `total_steps`);
+    `wasted_steps`: steps past the plateau, already run (`wasted_so_far`) and still planned
+    (`wasted_planned`, needs `total_steps`); `saving_fraction`: share of the remaining
+    steps that stopping at the plateau would save.
+    """
+    plateau, last = result.phases[1], result.last_step
+    if plateau is None or last is None:
+        return {
+            "useful_steps": None,
+            "wasted_so_far": None,
+            "wasted_planned": None,
+            "saving_fraction": None,
+        }
+    useful = max(0.0, plateau - last)
+    wasted_so_far = max(0.0, last - plateau)
+    planned = saving = None
+    if total_steps is not None:
+        if total_steps < last:
+            raise ValueError(f"total_steps {total_steps!r} is before the last step {last!r}")
+        useful = min(useful, total_steps - last)
+        planned = max(0.0, total_steps - max(plateau, last))
+        remaining = total_steps - last
+        saving = planned / remaining if remaining > 0 else 0.0
+    return {
+        "useful_steps": useful,
+        "wasted_so_far": wasted_so_far,
+        "wasted_planned": planned,
+        "saving_fraction": saving,
+    }

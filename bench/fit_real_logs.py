@@ -1,0 +1,217 @@
+"""Fit quality, forecast skill and interval calibration on real GRPO logs (DESIGN 2.4).
+
+    python bench/fit_real_logs.py ../shared/data/real_logs            # dev set (*.csv)
+    python bench/fit_real_logs.py ../shared/data/real_logs/extra      # held-out set
+    python bench/fit_real_logs.py --learn-priors ../shared/data/real_logs
+    python bench/fit_real_logs.py --calibrate ../shared/data/real_logs
+
+Per run: smoothed R² of the full-run oscillator fit, ΔAIC vs the single exponential, and the
+forecast test — fit on the first 40 % of steps, predict the mean reward over the last 20 % —
+with errors in units of the run's reward std for the oscillator forecast, the single
+exponential (same priors) and the naive "mean of the last window seen" (last 10 % of the points
+seen; also reported: last 25 %), and whether the 80 %
+interval contains the truth. A run "learns" when the mean of its last 20 % exceeds the mean of
+its first 10 % by more than 3 standard errors and by more than 0.25 run stds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "backend"))
+
+from grposcope.dynamics import fit_priors  # noqa: E402
+from grposcope.dynamics.fit import fit_series  # noqa: E402
+from grposcope.dynamics.forecast import predict_window  # noqa: E402
+from grposcope.dynamics.model import single_exponential  # noqa: E402
+from grposcope.dynamics.smoothing import moving_average, prepare, smoothing_width  # noqa: E402
+from grposcope.logfiles import guess_reward_key, read_log  # noqa: E402
+
+TRAIN_FRACTION, TARGET_FRACTION = 0.4, 0.2
+
+
+@dataclass
+class RunScore:
+    name: str
+    n: int
+    learns: bool
+    r2s: float
+    d_aic: float  # AIC(oscillator) − AIC(single exponential): negative favours the oscillator
+    err_osc: float
+    err_exp: float
+    err_naive: float  # naive = mean of the last 10 % of the points seen
+    err_naive25: float  # ... of the last 25 %
+    covered: bool
+    zeta: float
+
+
+def load(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    series = read_log(path)
+    key = guess_reward_key(series.keys())
+    if key is None:
+        raise ValueError(f"{path.name}: no reward column")
+    s = prepare(*series[key])
+    return s.steps, s.values
+
+
+def learns(values: np.ndarray) -> bool:
+    n = values.size
+    first, last = values[: max(3, n // 10)], values[-max(3, n // 5):]
+    se = math.sqrt(first.var(ddof=1) / first.size + last.var(ddof=1) / last.size)
+    gain = last.mean() - first.mean()
+    return bool(gain > 3 * se and gain > 0.25 * values.std())
+
+
+def forecast_test(steps: np.ndarray, values: np.ndarray, **kw: object) -> tuple:
+    first, last = steps[0], steps[-1]
+    cut = first + TRAIN_FRACTION * (last - first)
+    lo_target = first + (1 - TARGET_FRACTION) * (last - first)
+    seen = steps <= cut
+    target = steps >= lo_target
+    truth = float(values[target].mean())
+    sd = float(values.std())
+    res = fit_series(steps[seen], values[seen], **kw)
+    if not res.oscillator:
+        return None
+    pred = predict_window(res, float(lo_target), float(last))
+    e = res.single_exponential
+    exp_mean = float(np.mean(single_exponential(steps[target], e.p_star, e.p0, e.rate, e.t0)))
+    v_seen = values[seen]
+    naive = [v_seen[-max(3, int(f * v_seen.size)):].mean() for f in (0.1, 0.25)]
+    return (abs(pred.mean - truth) / sd, abs(exp_mean - truth) / sd,
+            [abs(n - truth) / sd for n in naive],
+            pred.lo <= truth <= pred.hi, pred, truth, sd)
+
+
+def score_run(path: Path, **kw: object) -> RunScore:
+    steps, values = load(path)
+    full = fit_series(steps, values, **kw)
+    osc, exp = full.oscillator, full.single_exponential
+    ft = forecast_test(steps, values, **kw)
+    return RunScore(
+        name=path.stem, n=steps.size, learns=learns(values), r2s=osc.r2_smoothed,
+        d_aic=osc.aic - exp.aic, err_osc=ft[0], err_exp=ft[1],
+        err_naive=ft[2][0], err_naive25=ft[2][1],
+        covered=ft[3], zeta=osc.zeta,
+    )
+
+
+def summarise(scores: list[RunScore], label: str) -> None:
+    learning = [s for s in scores if s.learns]
+    print(f"\n== {label}: {len(scores)} runs, {len(learning)} learn")
+    if learning:
+        r2 = np.median([s.r2s for s in learning])
+        beats = np.mean([s.d_aic < 0 for s in learning])
+        print(f"learning runs: median smoothed R² {r2:.3f}; oscillator lower AIC on "
+              f"{beats:.0%} ({sum(s.d_aic < 0 for s in learning)}/{len(learning)})")
+    for group, runs in (("all runs", scores), ("learning runs", learning)):
+        if not runs:
+            continue
+        print(f"forecast 40% -> last 20% ({group}): median |err|/std oscillator "
+              f"{np.median([s.err_osc for s in runs]):.3f}, single exp "
+              f"{np.median([s.err_exp for s in runs]):.3f}, naive "
+              f"{np.median([s.err_naive for s in runs]):.3f} (last 10 %) / "
+              f"{np.median([s.err_naive25 for s in runs]):.3f} (last 25 %); 80% interval coverage "
+              f"{np.mean([s.covered for s in runs]):.0%}")
+
+
+def run_folder(folders: list[Path]) -> None:
+    allscores: list[RunScore] = []
+    for folder in folders:
+        scores = []
+        print(f"\n{'run':58s} {'n':>5s} learns  R2s    dAIC   zeta  e_osc e_exp e_naive cov")
+        for path in sorted(folder.glob("*.csv")):
+            s = score_run(path)
+            scores.append(s)
+            print(f"{s.name[:58]:58s} {s.n:5d} {str(s.learns):6s} {s.r2s:6.3f} {s.d_aic:7.1f} "
+                  f"{s.zeta:6.2f} {s.err_osc:5.2f} {s.err_exp:5.2f} {s.err_naive:5.2f}  "
+                  f"{'yes' if s.covered else 'NO'}")
+        summarise(scores, str(folder))
+        allscores += scores
+    if len(folders) > 1:
+        summarise(allscores, "all folders")
+
+
+def learn_priors(folder: Path) -> None:
+    """Empirical Bayes: full-run parameters expressed relative to what prefixes show."""
+    log_z, log_t, pos = [], [], []
+    for path in sorted(folder.glob("*.csv")):
+        steps, values = load(path)
+        full = fit_series(steps, values, priors=fit_priors.FLAT_PRIORS)
+        osc = full.oscillator
+        if not learns(values) or osc is None:
+            continue
+        log_z.append(math.log(osc.zeta))
+        for f in np.arange(0.3, 1.01, 0.1):
+            cut = steps[0] + f * (steps[-1] - steps[0])
+            s, v = steps[steps <= cut], values[steps <= cut]
+            origin = 0.0 if 0 <= s[0] <= 0.5 * s[-1] else s[0]
+            log_t.append(-math.log(osc.omega0 * (s[-1] - origin)))
+            _, smooth = moving_average(s, v, smoothing_width(v.size))
+            lo, hi = np.percentile(smooth, [10, 90])
+            pos.append((osc.p_star - lo) / (hi - lo))
+        print(f"{path.stem[:50]:50s} zeta {osc.zeta:6.2f} T/span "
+              f"{1 / (osc.omega0 * steps[-1]):6.3f} p* {osc.p_star:7.3f}")
+    for name, xs in (("log_zeta", log_z), ("log_timescale", log_t), ("plateau_position", pos)):
+        xs = np.array(xs)
+        print(f"{name}: mean {xs.mean():.3f} sd {xs.std(ddof=1):.3f} "
+              f"(x1.25 -> {1.25 * xs.std(ddof=1):.3f}); median {np.median(xs):.3f}, n {xs.size}")
+
+
+def calibrate(folder: Path) -> None:
+    """Coverage of prefix forecasts (f = 0.3..0.6, next windows) on the dev runs, per κ."""
+    for kappa in (0.0, 0.5, 1.0, 1.25, 1.4, 1.5, 2.0):
+        fit_priors_kappa(kappa)
+        cover, errs = [], []
+        for path in sorted(folder.glob("*.csv")):
+            steps, values = load(path)
+            first, last = steps[0], steps[-1]
+            for f in (0.3, 0.4, 0.5, 0.6):
+                cut = first + f * (last - first)
+                seen = steps <= cut
+                res = fit_series(steps[seen], values[seen])
+                for a, b in ((f, f + 0.2), (0.8, 1.0)):
+                    lo_s, hi_s = first + a * (last - first), first + b * (last - first)
+                    tgt = (steps >= lo_s) & (steps <= hi_s)
+                    truth = values[tgt].mean()
+                    p = predict_window(res, lo_s, hi_s)
+                    cover.append(p.lo <= truth <= p.hi)
+                    errs.append(abs(p.mean - truth) / values.std())
+        print(f"kappa {kappa:4.2f}: coverage {np.mean(cover):.0%} over {len(cover)} forecasts, "
+              f"median |err|/std {np.median(errs):.3f}")
+
+
+def fit_priors_kappa(kappa: float) -> None:
+    import grposcope.dynamics.forecast as fc
+
+    fc.KAPPA = kappa
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("folders", nargs="+", type=Path)
+    ap.add_argument("--learn-priors", action="store_true")
+    ap.add_argument("--calibrate", action="store_true")
+    args = ap.parse_args()
+    for folder in args.folders:
+        if not folder.is_dir():
+            print(f"no such folder: {folder} (the real logs live in ../shared/data/real_logs)")
+            return 2
+    if args.learn_priors:
+        learn_priors(args.folders[0])
+    elif args.calibrate:
+        calibrate(args.folders[0])
+    else:
+        run_folder(args.folders)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
