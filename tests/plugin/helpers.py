@@ -123,9 +123,9 @@ class Reader:
             k: dict(zip(s["steps"], s["values"], strict=True)) for k, s in body["series"].items()
         }
 
-    def metric_keys(self, run_id: int) -> dict[str, int]:
+    def metric_keys(self, run_id: int) -> set[str]:
         body = self.client.get(f"/runs/{run_id}/metrics").json()
-        return {k["key"]: k["n"] for k in body["keys"]}
+        return {k["key"] for k in body["keys"]}
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, interval: float = 0.1) -> Any:
@@ -139,3 +139,17 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, interval: floa
             return value
         time.sleep(interval)
     raise AssertionError(f"condition not met within {timeout}s")
+
+
+def assert_stored(reader: Reader, run_id: int, expected: dict[int, dict[str, Any]]) -> None:
+    """Every expected (step, key, value) is stored exactly once, and nothing else is."""
+    keys = sorted({k for metrics in expected.values() for k in metrics})
+    params = [("key", k) for k in keys] + [("max_points", "100000")]
+    body = reader.client.get(f"/runs/{run_id}/series", params=params).json()["series"]
+    for key in keys:
+        want = {step: m[key] for step, m in expected.items() if key in m}
+        steps = body[key]["steps"]
+        assert len(steps) == len(set(steps)), f"{key}: duplicated steps"
+        got = dict(zip(steps, body[key]["values"], strict=True))
+        assert got == want, f"{key}: stored {got} != logged {want}"
+    assert reader.metric_keys(run_id) == set(keys)

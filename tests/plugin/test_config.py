@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 import pytest
+
 from grposcope_trainer.config import (
     ClientConfig,
     clean_metrics,

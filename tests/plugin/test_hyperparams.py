@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from grposcope_trainer.hyperparams import correction_mode, hyperparameters, k_ref, optimizer_info
 
 trl = pytest.importorskip("trl")

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from grposcope_trainer import Run
 
+from grposcope_trainer import Run
 from tests.plugin.helpers import StubApi, wait_for
 
 ALERT = {

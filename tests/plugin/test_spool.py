@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from grposcope_trainer.spool import (
     SPOOL_VERSION,
     RunSpool,

@@ -180,7 +180,9 @@ class Sender:
             merged: dict[int, dict[str, Any]] = {}
             for step, wall_time, logs in items:  # a step logged twice (on_log, on_evaluate) merges
                 entry = merged.setdefault(step, {"step": step, "wall_time": wall_time})
-                entry.setdefault("metrics", {}).update(clean_metrics(logs))
+                metrics = entry.setdefault("metrics", {})
+                for key, value in clean_metrics(logs).items():
+                    metrics.setdefault(key, value)  # first value wins, as on the server
             batch: list[dict[str, Any]] = []
             n_values = 0
             for entry in merged.values():
