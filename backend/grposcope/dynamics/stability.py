@@ -274,7 +274,8 @@ def _critical_stiffness(h: Hyper, lag: Lag) -> float | None:
     eta, mu = heavy_ball(h)
     f = h.stale_share
     k_hb = 2.0 * (1.0 + mu) / eta  # heavy-ball bound without lag
-    scale = k_hb if f == 0 else min(k_hb, (1.0 - mu) / (eta * f * h.k_ref))
+    lag_force = eta * f * h.k_ref  # may underflow to 0 for a denormal share
+    scale = k_hb if lag_force <= 0 else min(k_hb, (1.0 - mu) / lag_force)
 
     def rho(k: float) -> float:
         return spectral_radius(eta * k * f, eta * k * (1.0 - f), mu, h.k_ref, lag)
