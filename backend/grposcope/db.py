@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
-from sqlalchemy import MetaData, create_engine, event
+from sqlalchemy import DateTime, MetaData, TypeDecorator, create_engine, event
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
 
@@ -65,6 +67,43 @@ def session_scope(factory: sessionmaker[Session]) -> Iterator[Session]:
         raise
     finally:
         session.close()
+
+
+def dialect_insert(session: Session) -> Any:
+    """The dialect's ``insert`` construct, which has ON CONFLICT on SQLite and Postgres."""
+    if session.get_bind().dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    else:
+        from sqlalchemy.dialects.sqlite import insert
+    return insert
+
+
+def insert_or_ignore(session: Session, model: type, values: dict[str, Any]) -> bool:
+    """INSERT … ON CONFLICT DO NOTHING: get-or-create that is safe when two writers race.
+
+    Returns True if this call inserted the row.
+    """
+    insert = dialect_insert(session)(model).values(**values).on_conflict_do_nothing()
+    # RETURNING tells reliably whether a row went in (rowcount is not, with psycopg's RETURNING).
+    primary_key = list(model.__table__.primary_key.columns)[0]
+    return session.execute(insert.returning(primary_key)).first() is not None
+
+
+class UTCDateTime(TypeDecorator):
+    """Timezone-aware UTC datetimes on both databases (SQLite drops the zone on the way in)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is not None and value.tzinfo is not None:
+            value = value.astimezone(timezone.utc)
+        return value
+
+    def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            value = value.replace(tzinfo=timezone.utc)
+        return value
 
 
 def alembic_config(url: str):  # type: ignore[no-untyped-def]

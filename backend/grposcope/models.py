@@ -12,7 +12,6 @@ from sqlalchemy import (
     JSON,
     BigInteger,
     Boolean,
-    DateTime,
     Float,
     ForeignKey,
     Index,
@@ -24,7 +23,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-from grposcope.db import Base
+from grposcope.db import Base, UTCDateTime
 
 
 def utcnow() -> datetime:
@@ -43,7 +42,7 @@ class Team(Base):
     __tablename__ = "teams"
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     name: Mapped[str] = mapped_column(String(200), unique=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
 class Project(Base):
@@ -52,7 +51,7 @@ class Project(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     team_id: Mapped[int] = mapped_column(ForeignKey("teams.id", ondelete="CASCADE"), index=True)
     name: Mapped[str] = mapped_column(String(200))
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     team: Mapped[Team] = relationship(lazy="joined")
 
 
@@ -69,9 +68,9 @@ class Run(Base):
     name: Mapped[str] = mapped_column(String(300), index=True)
     run_key: Mapped[str] = mapped_column(String(200))
     status: Mapped[str] = mapped_column(String(20), default="running", index=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    last_seen_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    last_seen_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     last_step: Mapped[int | None] = mapped_column(BigInteger)
     config: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     # Hyperparameters the model needs (DESIGN 2.1), extracted from the trainer's config.
@@ -93,8 +92,8 @@ class Run(Base):
     model_params: Mapped[int | None] = mapped_column(BigInteger)
     # Refit bookkeeping: ingest marks a run dirty; a worker claims it and clears the flag.
     dirty: Mapped[bool] = mapped_column(Boolean, default=False)
-    dirty_since: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    last_fit_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    dirty_since: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    last_fit_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     project: Mapped[Project] = relationship(lazy="joined")
 
 
@@ -145,8 +144,8 @@ class ApiToken(Base):
     role: Mapped[str] = mapped_column(String(20))
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
     prefix: Mapped[str] = mapped_column(String(12))
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     team: Mapped[Team] = relationship(lazy="joined")
 
 
@@ -159,7 +158,7 @@ class FitSnapshot(Base):
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
     metric: Mapped[str] = mapped_column(String(300))
     step: Mapped[int] = mapped_column(BigInteger)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     status: Mapped[str] = mapped_column(String(40))
     regime: Mapped[str | None] = mapped_column(String(40))
     p_star: Mapped[float | None] = mapped_column(Float)
@@ -184,10 +183,10 @@ class Alert(Base):
     state: Mapped[str] = mapped_column(String(20), default="open", index=True)
     opened_step: Mapped[int | None] = mapped_column(BigInteger)
     resolved_step: Mapped[int | None] = mapped_column(BigInteger)
-    opened_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    acknowledged_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    resolved_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    opened_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    acknowledged_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    resolved_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     message: Mapped[str] = mapped_column(Text, default="")
     evidence: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
 
@@ -216,7 +215,7 @@ class Webhook(Base):
     format: Mapped[str] = mapped_column(String(20), default="json")  # json | slack
     min_severity: Mapped[str] = mapped_column(String(20), default="warning")
     enabled: Mapped[bool] = mapped_column(Boolean, default=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
 class WebhookDelivery(Base):
@@ -232,5 +231,5 @@ class WebhookDelivery(Base):
     response_code: Mapped[int | None] = mapped_column(Integer)
     last_error: Mapped[str | None] = mapped_column(Text)
     payload: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    delivered_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    delivered_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

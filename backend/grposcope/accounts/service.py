@@ -6,6 +6,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from grposcope.accounts.tokens import Principal, generate_token, hash_token
+from grposcope.db import insert_or_ignore
 from grposcope.errors import Conflict, Forbidden, InvalidInput, NotFound, TeamNotFound, Unauthorized
 from grposcope.models import ROLES, ApiToken, Team, utcnow
 
@@ -42,10 +43,9 @@ def get_team(session: Session, name: str) -> Team:
 def ensure_team(session: Session, name: str) -> Team:
     name = validate_name(name, "team")
     team = session.scalar(select(Team).where(Team.name == name))
-    if team is None:
-        team = Team(name=name)
-        session.add(team)
-        session.flush()
+    if team is None:  # insert-or-ignore: two first writers of a team may arrive together
+        insert_or_ignore(session, Team, {"name": name, "created_at": utcnow()})
+        team = session.scalar(select(Team).where(Team.name == name))
     return team
 
 

@@ -5,11 +5,11 @@ all rows. Either way a replayed value is ignored and the count of new rows comes
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
+from grposcope.db import dialect_insert
 from grposcope.models import MetricKey
 
 PointRow = tuple[int, int, int, float | None, int, float | None]  # run, key, step, value, flag, t
@@ -23,7 +23,7 @@ def key_ids(session: Session, names: Iterable[str]) -> dict[str, int]:
     found = _select_keys(session, wanted)
     missing = wanted - found.keys()
     if missing:
-        insert = _dialect_insert(session)(MetricKey).on_conflict_do_nothing()
+        insert = dialect_insert(session)(MetricKey).on_conflict_do_nothing()
         session.execute(insert, [{"name": name} for name in sorted(missing)])
         found.update(_select_keys(session, missing))
     return found
@@ -32,14 +32,6 @@ def key_ids(session: Session, names: Iterable[str]) -> dict[str, int]:
 def _select_keys(session: Session, names: set[str]) -> dict[str, int]:
     rows = session.execute(select(MetricKey.name, MetricKey.id).where(MetricKey.name.in_(names)))
     return dict(rows.tuples().all())
-
-
-def _dialect_insert(session: Session) -> Any:
-    if session.get_bind().dialect.name == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert
-    else:
-        from sqlalchemy.dialects.sqlite import insert
-    return insert
 
 
 def insert_points(session: Session, rows: Sequence[PointRow]) -> int:
@@ -80,7 +72,7 @@ def upsert_latest(session: Session, run_id: int, latest: dict[int, tuple[int, fl
     """Keep run_metrics at each key's highest step (out-of-order batches never move it back)."""
     from grposcope.models import RunMetric
 
-    insert = _dialect_insert(session)(RunMetric)
+    insert = dialect_insert(session)(RunMetric)
     stmt = insert.on_conflict_do_update(
         index_elements=["run_id", "key_id"],
         set_={

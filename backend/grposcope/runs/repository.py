@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
 
+from grposcope.db import insert_or_ignore
 from grposcope.models import (
     Alert,
     FitSnapshot,
@@ -16,6 +17,7 @@ from grposcope.models import (
     Run,
     RunMetric,
     Team,
+    utcnow,
 )
 
 OPEN_STATES = ("open", "acknowledged")
@@ -23,6 +25,26 @@ OPEN_STATES = ("open", "acknowledged")
 
 def get_project(session: Session, team_id: int, name: str) -> Project | None:
     return session.scalar(select(Project).where(Project.team_id == team_id, Project.name == name))
+
+
+def ensure_project(session: Session, team_id: int, name: str) -> Project:
+    """The project, created if missing; safe when two trainers start at once."""
+    insert_or_ignore(session, Project, {"team_id": team_id, "name": name, "created_at": utcnow()})
+    project = get_project(session, team_id, name)
+    assert project is not None
+    return project
+
+
+def ensure_run(session: Session, project_id: int, run_key: str, name: str) -> tuple[Run, bool]:
+    """The run with this key, created if missing (returns created); safe under concurrency."""
+    now = utcnow()
+    created = insert_or_ignore(session, Run, {
+        "project_id": project_id, "run_key": run_key, "name": name, "status": "running",
+        "created_at": now, "updated_at": now, "config": {}, "dirty": False,
+    })  # fmt: skip
+    run = get_run_by_key(session, project_id, run_key)
+    assert run is not None
+    return run, created
 
 
 def get_run_by_key(session: Session, project_id: int, run_key: str) -> Run | None:

@@ -11,7 +11,7 @@ from grposcope.accounts import service as accounts
 from grposcope.accounts.tokens import Principal
 from grposcope.errors import Forbidden, InvalidInput, RunNotFound
 from grposcope.metrics.values import decode
-from grposcope.models import HYPERPARAMETER_COLUMNS, Alert, FitSnapshot, Project, Run, utcnow
+from grposcope.models import HYPERPARAMETER_COLUMNS, Alert, FitSnapshot, Run, utcnow
 from grposcope.runs import repository as repo
 from grposcope.runs.schemas import RunCreate
 
@@ -27,17 +27,9 @@ def create_or_resume(session: Session, principal: Principal, body: RunCreate) ->
         raise Forbidden(f"a {principal.team!r} token cannot write into team {team_name!r}")
     team = accounts.ensure_team(session, team_name)
     project_name = accounts.validate_name(body.project, "project")
-    project = repo.get_project(session, team.id, project_name)
-    if project is None:
-        project = Project(team_id=team.id, name=project_name)
-        session.add(project)
-        session.flush()
+    project = repo.ensure_project(session, team.id, project_name)
     run_key = body.run_key or uuid.uuid4().hex
-    run = repo.get_run_by_key(session, project.id, run_key)
-    created = run is None
-    if run is None:
-        run = Run(project_id=project.id, run_key=run_key, name=body.name.strip() or run_key)
-        session.add(run)
+    run, created = repo.ensure_run(session, project.id, run_key, body.name.strip() or run_key)
     run.status = "running"
     run.updated_at = utcnow()
     if body.config or created:
