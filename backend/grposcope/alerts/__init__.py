@@ -1,0 +1,1 @@
+"""alerts domain: alert lifecycle, per-project rule overrides, webhooks and their delivery."""

@@ -1,0 +1,89 @@
+"""Read a run's stored series and fit history into the pure rules, and run them.
+
+The worker calls this after each refit; GET /runs/{id}/diagnostics calls the same function,
+so what the API shows is exactly what the alerts were decided on.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from grposcope.alerts import repository as repo
+from grposcope.diagnostics import RunData, evaluate_all
+from grposcope.diagnostics.data import CLIP_KEYS, FitPoint
+from grposcope.diagnostics.engine import stalled
+from grposcope.diagnostics.params import effective_params
+from grposcope.diagnostics.types import Outcome
+from grposcope.fits import repository as fits_repo
+from grposcope.fits.refit import eval_key, total_steps
+from grposcope.metrics.service import load_arrays
+from grposcope.models import FitSnapshot, Run
+from grposcope.runs import repository as runs_repo
+from grposcope.runs.service import pick_reward_key
+
+FIT_HISTORY = 30  # snapshots the fit-based rules look back over (payloads are large)
+SIDE_KEYS = ("entropy", "frac_reward_zero_std", "reward_std", "loss", "grad_norm")
+
+
+def run_data(session: Session, run: Run) -> RunData:
+    keys = list(runs_repo.latest_values(session, [run.id]).get(run.id, {}))
+    reward = pick_reward_key(keys)
+    ev = eval_key(keys, reward)
+    wanted = {k for k in (reward, ev, *SIDE_KEYS) if k and k in keys}
+    clip = next((k for k in CLIP_KEYS if k in keys), None)
+    if clip:
+        wanted.add(clip)
+    series = {k: load_arrays(session, run.id, k) for k in sorted(wanted)}
+    fits = []
+    if reward:
+        snaps = fits_repo.history(session, run.id, reward, FIT_HISTORY)
+        fits = [fit_point(s) for s in snaps]
+    return RunData(series=series, reward_key=reward, eval_key=ev, fits=tuple(fits),
+                   num_generations=run.num_generations, total_steps=total_steps(run))  # fmt: skip
+
+
+def fit_point(s: FitSnapshot) -> FitPoint:
+    p: dict[str, Any] = s.payload or {}
+    osc = p.get("oscillator") or {}
+    con = p.get("constrained") or {}
+    return FitPoint(
+        step=int(s.step), success=bool(p.get("success")), regime=s.regime, zeta=s.zeta,
+        r2_smoothed=s.r2_smoothed, p_star=s.p_star, p0=osc.get("p0"),
+        plateau_lo=s.plateau_lo, plateau_hi=s.plateau_hi,
+        plateau_start=(p.get("phases") or {}).get("plateau_start"),
+        noise_sd=p.get("noise_sd"), n_points=int(p.get("n_points") or 0),
+        margin_exact=s.margin_exact, margin_continuum=s.margin_continuum,
+        constrained_r2=con.get("r2_smoothed"), lag_applies=con.get("lag_applies"),
+    )  # fmt: skip
+
+
+def rules_config(session: Session, project_id: int) -> dict[str, tuple[bool, dict]]:
+    return {
+        k: (r.enabled, r.params or {}) for k, r in repo.project_rules(session, project_id).items()
+    }
+
+
+def diagnose(session: Session, run: Run, default_stall_s: float,
+             now: datetime | None = None) -> list[Outcome]:  # fmt: skip
+    """Every rule's outcome for the run, run_stalled included."""
+    rules = rules_config(session, run.project_id)
+    outcomes = evaluate_all(run_data(session, run), rules)
+    outcomes.append(stall_outcome(run, rules, default_stall_s, now))
+    return outcomes
+
+
+def stall_outcome(run: Run, rules: dict[str, tuple[bool, dict]], default_stall_s: float,
+                  now: datetime | None = None) -> Outcome:  # fmt: skip
+    enabled, overrides = rules.get("run_stalled", (True, {}))
+    if not enabled:
+        return Outcome("run_stalled", "unavailable", "disabled for this project")
+    params = effective_params("run_stalled", {"stall_after_s": default_stall_s, **overrides})
+    silent = None
+    if run.last_seen_at is not None:
+        seen = run.last_seen_at
+        seen = seen if seen.tzinfo else seen.replace(tzinfo=timezone.utc)
+        silent = ((now or datetime.now(timezone.utc)) - seen).total_seconds()
+    return stalled(run.status, silent, run.last_step, params)

@@ -1,0 +1,86 @@
+"""Alerts, rules and webhooks API: thin handlers over grposcope.alerts.service."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Response
+
+from grposcope.alerts import service
+from grposcope.alerts.schemas import (
+    AlertList,
+    AlertOut,
+    DeliveryList,
+    RuleIn,
+    RuleList,
+    RuleOut,
+    WebhookIn,
+    WebhookOut,
+)
+from grposcope.api.deps import AdminDep, PrincipalDep, SessionDep
+
+router = APIRouter(tags=["alerts"])
+
+
+@router.get("/alerts", response_model=AlertList)
+def list_alerts(
+    session: SessionDep,
+    _: PrincipalDep,
+    state: str | None = None,
+    kind: str | None = None,
+    team: str | None = None,
+    project: str | None = None,
+    run_id: int | None = None,
+    limit: int = 50,
+    offset: int = 0,
+) -> dict[str, Any]:
+    """Alerts of every team, most recently updated first."""
+    filters = {"state": state, "kind": kind, "team": team, "project": project, "run_id": run_id}
+    return service.list_alerts(session, limit=limit, offset=offset, **filters)
+
+
+@router.post("/alerts/{alert_id}/acknowledge", response_model=AlertOut)
+def acknowledge(alert_id: int, session: SessionDep, principal: PrincipalDep) -> dict[str, Any]:
+    """Acknowledge an open alert (writer of the run's team, or admin)."""
+    return service.acknowledge(session, principal, alert_id)
+
+
+@router.get("/projects/{project_id}/rules", response_model=RuleList)
+def get_rules(project_id: int, session: SessionDep, _: PrincipalDep) -> dict[str, Any]:
+    """Every rule's effective parameters for a project (defaults merged with overrides)."""
+    return service.rules_out(session, project_id)
+
+
+@router.put("/projects/{project_id}/rules/{kind}", response_model=RuleOut)
+def put_rule(
+    project_id: int, kind: str, body: RuleIn, session: SessionDep, _: AdminDep
+) -> dict[str, Any]:
+    """Override a rule's parameters or disable it for a project (admin)."""
+    return service.put_rule(session, project_id, kind, body)
+
+
+@router.get("/webhooks", response_model=list[WebhookOut])
+def list_webhooks(session: SessionDep, principal: AdminDep) -> list[dict[str, Any]]:
+    """Every webhook, without secrets (admin)."""
+    return service.list_webhooks(session, principal)
+
+
+@router.post("/webhooks", response_model=WebhookOut, status_code=201)
+def create_webhook(body: WebhookIn, session: SessionDep, principal: AdminDep) -> dict[str, Any]:
+    """Register a webhook; the signing secret is in this response only (admin)."""
+    return service.create_webhook(session, principal, body)
+
+
+@router.delete("/webhooks/{webhook_id}", status_code=204)
+def delete_webhook(webhook_id: int, session: SessionDep, principal: AdminDep) -> Response:
+    """Delete a webhook and its delivery log (admin)."""
+    service.delete_webhook(session, principal, webhook_id)
+    return Response(status_code=204)
+
+
+@router.get("/webhooks/{webhook_id}/deliveries", response_model=DeliveryList)
+def deliveries(
+    webhook_id: int, session: SessionDep, principal: AdminDep, limit: int = 100
+) -> dict[str, Any]:
+    """The delivery log of a webhook, newest first (admin)."""
+    return service.deliveries(session, principal, webhook_id, limit)

@@ -1,0 +1,112 @@
+"""Alert lifecycle from rule outcomes: open → acknowledged → resolved, one open alert per
+(run, kind), severity and evidence updated in place, webhook deliveries enqueued.
+
+The rules are re-evaluated over the whole history, so this only reconciles: an episode that
+is open now keeps (or gets) its open alert; an open alert whose condition has cleared is
+resolved; episodes that opened and closed between two refits (an imported run arrives in one
+batch) are recorded as already-resolved alerts, without notifications.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from grposcope.alerts import repository as repo
+from grposcope.diagnostics.types import LEVEL, Outcome
+from grposcope.models import Alert, Run, WebhookDelivery, utcnow
+
+
+def apply_outcomes(session: Session, run: Run, outcomes: Iterable[Outcome],
+                   base_url: str | None = None) -> list[tuple[Alert, str]]:  # fmt: skip
+    """Reconcile the run's alerts with the outcomes; returns (alert, event) changes."""
+    open_now = repo.open_alerts(session, run.id)
+    last_opened = repo.last_opened_steps(session, run.id)
+    events: list[tuple[Alert, str]] = []
+    for outcome in outcomes:
+        alert = open_now.get(outcome.kind)
+        _record_past(session, run, outcome, last_opened.get(outcome.kind), alert)
+        if outcome.status == "firing":
+            events.extend(_fire(session, run, outcome, alert))
+        elif alert is not None and (outcome.status == "ok" or "disabled" in outcome.reason):
+            _resolve(alert, outcome)
+            events.append((alert, "resolved"))
+    session.flush()
+    for alert, event in events:
+        enqueue(session, run, alert, event, base_url)
+    return events
+
+
+def _fire(session: Session, run: Run, outcome: Outcome, alert: Alert | None) -> list:
+    current = outcome.current
+    opened_step = current.opened_step if current else run.last_step
+    severity = outcome.severity or "warning"
+    if alert is None:
+        alert = Alert(run_id=run.id, kind=outcome.kind, severity=severity, state="open",
+                      opened_step=opened_step, opened_at=utcnow(), updated_at=utcnow(),
+                      message=outcome.message, evidence=outcome.evidence)  # fmt: skip
+        session.add(alert)
+        return [(alert, "opened")]
+    escalated = LEVEL.get(severity, 0) > LEVEL.get(alert.severity, 0)
+    changed = (alert.severity, alert.message, alert.evidence) != (
+        severity, outcome.message, outcome.evidence)  # fmt: skip
+    if changed:
+        alert.severity, alert.message, alert.evidence = severity, outcome.message, outcome.evidence
+        alert.updated_at = utcnow()
+    return [(alert, "escalated")] if escalated else []
+
+
+def _resolve(alert: Alert, outcome: Outcome) -> None:
+    last = outcome.episodes[-1] if outcome.episodes else None
+    step = last.resolved_step if last is not None else None
+    if step is None:
+        step = outcome.evidence.get("last_checked_step") or outcome.evidence.get("last_step")
+    alert.state, alert.resolved_step = "resolved", step
+    alert.resolved_at = alert.updated_at = utcnow()
+
+
+def _record_past(session: Session, run: Run, outcome: Outcome, last_opened: int | None,
+                 alert: Alert | None) -> None:  # fmt: skip
+    """Closed episodes newer than any alert of this kind become resolved alerts."""
+    if alert is not None:
+        return  # an open alert spans them: it was open all along
+    for ep in outcome.episodes:
+        if ep.resolved_step is None or (last_opened is not None and ep.opened_step <= last_opened):
+            continue
+        now = utcnow()
+        session.add(Alert(run_id=run.id, kind=outcome.kind, severity=ep.severity,
+                          state="resolved", opened_step=ep.opened_step,
+                          resolved_step=ep.resolved_step, opened_at=now, updated_at=now,
+                          resolved_at=now, message=f"(recorded after the fact) {outcome.kind}",
+                          evidence=ep.evidence))  # fmt: skip
+
+
+def enqueue(session: Session, run: Run, alert: Alert, event: str, base_url: str | None) -> int:
+    """A pending delivery per matching webhook (team, project, minimum severity)."""
+    n = 0
+    for hook in repo.webhooks_for(session, run.project.team_id, run.project_id):
+        if LEVEL.get(alert.severity, 0) < LEVEL.get(hook.min_severity, 0):
+            continue
+        payload = event_payload(run, alert, event, base_url)
+        session.add(WebhookDelivery(webhook_id=hook.id, alert_id=alert.id, event=event,
+                                    status="pending", payload=payload))  # fmt: skip
+        n += 1
+    return n
+
+
+def event_payload(run: Run, alert: Alert, event: str, base_url: str | None) -> dict[str, Any]:
+    link = f"{base_url.rstrip('/')}/runs/{run.id}" if base_url else None
+    return {
+        "event": event,
+        "alert": {
+            "id": alert.id, "kind": alert.kind, "severity": alert.severity,
+            "state": alert.state, "opened_step": alert.opened_step,
+            "resolved_step": alert.resolved_step, "message": alert.message,
+            "evidence": alert.evidence,
+        },
+        "run": {"id": run.id, "name": run.name, "project": run.project.name,
+                "team": run.project.team.name, "status": run.status, "last_step": run.last_step},
+        "link": link,
+    }  # fmt: skip

@@ -1,0 +1,118 @@
+"""Queries over alerts, rules, webhooks and deliveries. No rules here, only SQL."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import Select, func, select, update
+from sqlalchemy.orm import Session
+
+from grposcope.models import (
+    Alert,
+    AlertRule,
+    Project,
+    Run,
+    Team,
+    Webhook,
+    WebhookDelivery,
+)
+
+OPEN_STATES = ("open", "acknowledged")
+
+
+def open_alerts(session: Session, run_id: int) -> dict[str, Alert]:
+    query = select(Alert).where(Alert.run_id == run_id, Alert.state.in_(OPEN_STATES))
+    return {a.kind: a for a in session.scalars(query.order_by(Alert.id))}
+
+
+def last_opened_steps(session: Session, run_id: int) -> dict[str, int]:
+    rows = session.execute(
+        select(Alert.kind, func.max(Alert.opened_step))
+        .where(Alert.run_id == run_id)
+        .group_by(Alert.kind)
+    )
+    return {kind: step for kind, step in rows if step is not None}
+
+
+def alerts_query(
+    *, state: str | None, kind: str | None, team: str | None, project: str | None,
+    run_id: int | None,
+) -> Select[tuple[Alert, Run]]:  # fmt: skip
+    query = select(Alert, Run).join(Run, Run.id == Alert.run_id)
+    query = query.join(Run.project).join(Project.team)
+    if state:
+        query = query.where(Alert.state == state)
+    if kind:
+        query = query.where(Alert.kind == kind)
+    if team:
+        query = query.where(Team.name == team)
+    if project:
+        query = query.where(Project.name == project)
+    if run_id is not None:
+        query = query.where(Alert.run_id == run_id)
+    return query
+
+
+def count(session: Session, query: Select) -> int:
+    return session.scalar(select(func.count()).select_from(query.order_by(None).subquery())) or 0
+
+
+def project_rules(session: Session, project_id: int) -> dict[str, AlertRule]:
+    query = select(AlertRule).where(AlertRule.project_id == project_id)
+    return {r.kind: r for r in session.scalars(query)}
+
+
+def webhooks_for(session: Session, team_id: int, project_id: int) -> list[Webhook]:
+    query = select(Webhook).where(
+        Webhook.team_id == team_id,
+        Webhook.enabled.is_(True),
+        (Webhook.project_id.is_(None)) | (Webhook.project_id == project_id),
+    )
+    return list(session.scalars(query.order_by(Webhook.id)))
+
+
+def list_webhooks(session: Session) -> list[Webhook]:
+    return list(session.scalars(select(Webhook).order_by(Webhook.id)))
+
+
+def deliveries(session: Session, webhook_id: int, limit: int) -> list[WebhookDelivery]:
+    query = (
+        select(WebhookDelivery)
+        .where(WebhookDelivery.webhook_id == webhook_id)
+        .order_by(WebhookDelivery.id.desc())
+        .limit(limit)
+    )
+    return list(session.scalars(query))
+
+
+def pending_deliveries(session: Session, limit: int) -> list[tuple[int, int]]:
+    """(delivery id, webhook id) of pending deliveries, oldest first."""
+    query = (
+        select(WebhookDelivery.id, WebhookDelivery.webhook_id)
+        .where(WebhookDelivery.status == "pending")
+        .order_by(WebhookDelivery.id)
+        .limit(limit)
+    )
+    return [(d, w) for d, w in session.execute(query)]
+
+
+def claim_delivery(session: Session, delivery_id: int) -> bool:
+    """pending → sending, atomically: of several workers exactly one wins a delivery."""
+    result = session.execute(
+        update(WebhookDelivery)
+        .where(WebhookDelivery.id == delivery_id, WebhookDelivery.status == "pending")
+        .values(status="sending")
+        .execution_options(synchronize_session=False)
+    )
+    return result.rowcount == 1
+
+
+def requeue_stuck(session: Session, before: datetime) -> int:
+    """Deliveries left 'sending' by a worker that died go back to pending."""
+    result = session.execute(
+        update(WebhookDelivery)
+        .where(WebhookDelivery.status == "sending", WebhookDelivery.created_at < before)
+        .values(status="pending")
+        .execution_options(synchronize_session=False)
+    )
+    return result.rowcount or 0

@@ -1,0 +1,168 @@
+"""Alert, rule and webhook rules for the API: who may do what, validation, response shapes."""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+from urllib.parse import urlparse
+
+from sqlalchemy.orm import Session
+
+from grposcope.accounts import service as accounts
+from grposcope.accounts.tokens import Principal
+from grposcope.alerts import repository as repo
+from grposcope.alerts.schemas import RuleIn, WebhookIn
+from grposcope.diagnostics.params import KINDS, defaults, effective_params, validate_params
+from grposcope.errors import InvalidInput, NotFound, ProjectNotFound
+from grposcope.models import Alert, AlertRule, Project, Run, Webhook, utcnow
+from grposcope.runs import service as runs
+
+STATES = ("open", "acknowledged", "resolved")
+
+
+def alert_out(alert: Alert, run: Run) -> dict[str, Any]:
+    out = runs.alert_out(alert)
+    out.update(run_name=run.name, project=run.project.name, team=run.project.team.name,
+               acknowledged_at=alert.acknowledged_at, resolved_at=alert.resolved_at)  # fmt: skip
+    return out
+
+
+def list_alerts(session: Session, *, limit: int = 50, offset: int = 0, **filters: Any) -> dict:
+    if not 1 <= limit <= 1000:
+        raise InvalidInput("limit must be between 1 and 1000")
+    if offset < 0:
+        raise InvalidInput("offset must be >= 0")
+    if filters.get("state") and filters["state"] not in STATES:
+        raise InvalidInput(f"state must be one of {', '.join(STATES)}")
+    if filters.get("kind") and filters["kind"] not in KINDS:
+        raise InvalidInput(f"kind must be one of {', '.join(KINDS)}")
+    query = repo.alerts_query(**filters)
+    total = repo.count(session, query)
+    rows = session.execute(query.order_by(Alert.updated_at.desc(), Alert.id.desc())
+                           .limit(limit).offset(offset))  # fmt: skip
+    return {"items": [alert_out(a, r) for a, r in rows], "total": total}
+
+
+def acknowledge(session: Session, principal: Principal, alert_id: int) -> dict[str, Any]:
+    alert = session.get(Alert, alert_id)
+    if alert is None:
+        raise NotFound(f"alert {alert_id} does not exist")
+    run = runs.get_run_for_write(session, principal, alert.run_id)
+    if alert.state == "open":
+        alert.state = "acknowledged"
+        alert.acknowledged_at = alert.updated_at = utcnow()
+        session.flush()
+    return alert_out(alert, run)
+
+
+def get_project(session: Session, project_id: int) -> Project:
+    project = session.get(Project, project_id)
+    if project is None:
+        raise ProjectNotFound(f"project {project_id} does not exist")
+    return project
+
+
+def rules_out(session: Session, project_id: int) -> dict[str, Any]:
+    get_project(session, project_id)
+    stored = repo.project_rules(session, project_id)
+    items = []
+    for kind in KINDS:
+        row = stored.get(kind)
+        overrides = dict(row.params or {}) if row else {}
+        items.append({"kind": kind, "enabled": row.enabled if row else True,
+                      "params": effective_params(kind, overrides), "overrides": overrides,
+                      "defaults": defaults(kind)})  # fmt: skip
+    return {"project_id": project_id, "rules": items}
+
+
+def put_rule(session: Session, project_id: int, kind: str, body: RuleIn) -> dict[str, Any]:
+    get_project(session, project_id)
+    try:
+        params = validate_params(kind, body.params)
+    except ValueError as exc:
+        raise InvalidInput(str(exc)) from None
+    row = repo.project_rules(session, project_id).get(kind)
+    if row is None:
+        row = AlertRule(project_id=project_id, kind=kind)
+        session.add(row)
+    row.params, row.enabled = params, body.enabled
+    session.flush()
+    return next(r for r in rules_out(session, project_id)["rules"] if r["kind"] == kind)
+
+
+def validate_url(url: str) -> str:
+    parsed = urlparse(url.strip())
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        raise InvalidInput(f"url must be an http(s) URL with a host, got {url!r}")
+    return url.strip()
+
+
+def create_webhook(session: Session, principal: Principal, body: WebhookIn) -> dict[str, Any]:
+    accounts.require_admin(principal)
+    url = validate_url(body.url)
+    team = accounts.get_team(session, body.team or principal.team)
+    project_id = None
+    if body.project is not None:
+        project_id = _project_in_team(session, team.id, body.project).id
+    hook = Webhook(team_id=team.id, project_id=project_id, url=url,
+                   secret=secrets.token_urlsafe(32), format=body.format,
+                   min_severity=body.min_severity, enabled=True)  # fmt: skip
+    session.add(hook)
+    session.flush()
+    return webhook_out(session, hook, with_secret=True)
+
+
+def _project_in_team(session: Session, team_id: int, ref: str | int) -> Project:
+    if isinstance(ref, int) or str(ref).isdigit():
+        project = session.get(Project, int(ref))
+        if project is not None and project.team_id == team_id:
+            return project
+    found = runs.repo.get_project(session, team_id, str(ref))
+    if found is None:
+        raise InvalidInput(f"project {ref!r} does not exist in that team")
+    return found
+
+
+def webhook_out(session: Session, hook: Webhook, with_secret: bool = False) -> dict[str, Any]:
+    project = session.get(Project, hook.project_id) if hook.project_id else None
+    team_name = _team_name(session, hook.team_id)
+    return {"id": hook.id, "url": hook.url, "team": team_name,
+            "project": project.name if project else None, "format": hook.format,
+            "min_severity": hook.min_severity, "enabled": hook.enabled,
+            "created_at": hook.created_at,
+            "secret": hook.secret if with_secret else None}  # fmt: skip
+
+
+def _team_name(session: Session, team_id: int) -> str:
+    from grposcope.models import Team
+
+    team = session.get(Team, team_id)
+    return team.name if team else ""
+
+
+def list_webhooks(session: Session, principal: Principal) -> list[dict[str, Any]]:
+    accounts.require_admin(principal)
+    return [webhook_out(session, h) for h in repo.list_webhooks(session)]
+
+
+def get_webhook(session: Session, principal: Principal, webhook_id: int) -> Webhook:
+    accounts.require_admin(principal)
+    hook = session.get(Webhook, webhook_id)
+    if hook is None:
+        raise NotFound(f"webhook {webhook_id} does not exist")
+    return hook
+
+
+def delete_webhook(session: Session, principal: Principal, webhook_id: int) -> None:
+    session.delete(get_webhook(session, principal, webhook_id))
+    session.flush()
+
+
+def deliveries(session: Session, principal: Principal, webhook_id: int, limit: int) -> dict:
+    get_webhook(session, principal, webhook_id)
+    if not 1 <= limit <= 1000:
+        raise InvalidInput("limit must be between 1 and 1000")
+    rows = repo.deliveries(session, webhook_id, limit)
+    keys = ("id", "webhook_id", "alert_id", "event", "status", "attempts", "response_code",
+            "last_error", "created_at", "delivered_at")  # fmt: skip
+    return {"items": [{k: getattr(d, k) for k in keys} for d in rows]}

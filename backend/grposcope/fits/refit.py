@@ -1,0 +1,184 @@
+"""One refit of a run: its reward series and, when present, its eval series.
+
+Warm starts come from an in-process cache of the previous results (a FitResult cannot be
+rebuilt from its JSON); a worker that has just started, or a run another worker fitted last,
+gets a cold fit, which only costs a few milliseconds more.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+from sqlalchemy.orm import Session
+
+from grposcope.dynamics.fit import fit_series
+from grposcope.dynamics.fit_result import FitResult, finite
+from grposcope.dynamics.forecast import compute_budget
+from grposcope.metrics.service import load_arrays
+from grposcope.models import FitSnapshot, Run, utcnow
+from grposcope.runs.service import pick_reward_key
+
+log = logging.getLogger("grposcope.fits")
+
+EVAL_PREFERRED = ("eval_reward", "eval/reward", "eval/rewards/mean", "eval_rewards/mean")
+
+
+class WarmCache:
+    """The last FitResult per (run, metric), bounded (LRU), shared by a worker's threads."""
+
+    def __init__(self, size: int = 2048) -> None:
+        self._items: OrderedDict[tuple[int, str], FitResult] = OrderedDict()
+        self._size = size
+        self._lock = threading.Lock()
+
+    def get(self, run_id: int, metric: str) -> FitResult | None:
+        with self._lock:
+            item = self._items.get((run_id, metric))
+            if item is not None:
+                self._items.move_to_end((run_id, metric))
+            return item
+
+    def put(self, run_id: int, metric: str, result: FitResult) -> None:
+        if not result.success:
+            return
+        with self._lock:
+            self._items[(run_id, metric)] = result
+            self._items.move_to_end((run_id, metric))
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
+
+
+def eval_key(keys: Iterable[str], reward_key: str | None) -> str | None:
+    """The eval counterpart of the reward: same leaf name under eval/ first (CS336 logs
+    `train/answer_reward` and `eval/answer_reward`), then the usual names, then any eval key
+    with "reward" in it."""
+    names = sorted(k for k in keys if k.lower().startswith("eval") and "reward" in k.lower())
+    if not names:
+        return None
+    if reward_key:
+        leaf = reward_key.rsplit("/", 1)[-1]
+        for name in names:
+            if name.rsplit("/", 1)[-1] == leaf and name != reward_key:
+                return name
+    for name in EVAL_PREFERRED:
+        if name in names:
+            return name
+    plain = [n for n in names if "std" not in n.lower()]
+    return (plain or names)[0]
+
+
+def hyper_for(run: Run) -> Any:
+    """Hyperparameters for the constrained fit, or None when the run lacks what it needs."""
+    from grposcope.dynamics.stability import CORRECTIONS, OPTIMIZERS, Hyper
+
+    if not run.learning_rate or run.learning_rate <= 0:
+        return None
+    optimizer = run.optimizer or "adamw"
+    if optimizer not in OPTIMIZERS:
+        return None
+    correction = run.correction if run.correction in CORRECTIONS else "none"
+    momentum = run.momentum if run.momentum is not None else (0.0 if optimizer == "sgd" else 0.9)
+    try:
+        return Hyper(lr=float(run.learning_rate), optimizer=optimizer,  # type: ignore[arg-type]
+                     momentum=float(momentum), k_ref=int(run.k_ref or 1),
+                     correction=correction)  # type: ignore[arg-type]  # fmt: skip
+    except ValueError as exc:
+        log.info("run %s: no constrained fit (%s)", run.id, exc)
+        return None
+
+
+def total_steps(run: Run) -> int | None:
+    """The planned length of the run, when its config says (max_steps)."""
+    value = (run.config or {}).get("max_steps")
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+        return int(value)
+    return None
+
+
+def fit_one(
+    session: Session, run: Run, metric: str, cache: WarmCache | None, hyper: Any
+) -> FitSnapshot | None:
+    """Fit one series and add its snapshot; None when the series is empty."""
+    steps, values = load_arrays(session, run.id, metric)
+    if steps.size == 0:
+        return None
+    warm = cache.get(run.id, metric) if cache is not None else None
+    started = time.perf_counter()
+    result = fit_series(steps, values, metric=metric, hyper=hyper, warm=warm)
+    if cache is not None:
+        cache.put(run.id, metric, result)
+    payload = snapshot_payload(result, run, int(steps.max()), time.perf_counter() - started)
+    snap = FitSnapshot(run_id=run.id, metric=metric, step=int(steps.max()), created_at=utcnow(),
+                       **snapshot_columns(result))  # fmt: skip
+    snap.payload = payload
+    session.add(snap)
+    return snap
+
+
+def snapshot_payload(result: FitResult, run: Run, step: int, seconds: float) -> dict[str, Any]:
+    """The `grposcope fit --json` shape plus what the dashboard and the rules need."""
+    horizon = total_steps(run)
+    out = result.to_json(horizon=float(horizon) if horizon else None)
+    band = out.get("forecast")
+    if band:
+        band["steps"] = band.get("step")
+    budget: dict[str, Any] = {}
+    if result.success:
+        try:
+            budget = compute_budget(result, horizon if horizon and horizon >= step else None)
+        except ValueError:
+            budget = {}
+    useful, wasted = budget.get("useful_steps"), budget.get("wasted_so_far")
+    out.update(
+        step=step,
+        compute={"useful_steps": useful, "wasted_steps": wasted, **budget},
+        noise_sd=result.noise_sd,
+        fit_seconds=seconds,
+    )
+    return finite(out)
+
+
+def snapshot_columns(result: FitResult) -> dict[str, Any]:
+    osc, plateau, con = result.oscillator, result.plateau, result.constrained
+
+    def num(x: float | None) -> float | None:
+        return None if x is None or not np.isfinite(x) else float(x)
+
+    return {
+        "status": result.status,
+        "regime": result.regime,
+        "p_star": num(plateau.value) if plateau else None,
+        "plateau_lo": num(plateau.lo) if plateau else None,
+        "plateau_hi": num(plateau.hi) if plateau else None,
+        "zeta": num(osc.zeta) if osc else None,
+        "r2_smoothed": num(osc.r2_smoothed) if osc else None,
+        "margin_continuum": num(con.margin_continuum) if con else None,
+        "margin_exact": num(con.margin_exact) if con else None,
+    }
+
+
+def refit_run(session: Session, run: Run, keys: Iterable[str], cache: WarmCache | None
+              ) -> dict[str, FitSnapshot]:  # fmt: skip
+    """Refit the reward and the eval series; a fit that raises is logged and skipped."""
+    keys = list(keys)
+    reward = pick_reward_key(keys)
+    out: dict[str, FitSnapshot] = {}
+    hyper = hyper_for(run)
+    for metric, h in ((reward, hyper), (eval_key(keys, reward), None)):
+        if metric is None:
+            continue
+        try:
+            snap = fit_one(session, run, metric, cache, h)
+        except Exception:  # noqa: BLE001 - one odd series must not stop the worker
+            log.exception("run %s: fitting %r failed", run.id, metric)
+            continue
+        if snap is not None:
+            out[metric] = snap
+    session.flush()
+    return out

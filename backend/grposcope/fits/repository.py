@@ -1,0 +1,57 @@
+"""Queries over fit snapshots. No rules here, only SQL."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from grposcope.models import FitSnapshot, Project, Run
+
+# Columns the rules read from each snapshot, without loading the (large) payloads.
+SUMMARY_COLUMNS = (
+    FitSnapshot.step, FitSnapshot.status, FitSnapshot.regime, FitSnapshot.zeta,
+    FitSnapshot.r2_smoothed, FitSnapshot.p_star, FitSnapshot.plateau_lo, FitSnapshot.plateau_hi,
+    FitSnapshot.margin_exact, FitSnapshot.margin_continuum, FitSnapshot.id,
+)  # fmt: skip
+
+
+def latest(session: Session, run_id: int, metric: str) -> FitSnapshot | None:
+    query = select(FitSnapshot).where(FitSnapshot.run_id == run_id, FitSnapshot.metric == metric)
+    return session.scalar(query.order_by(FitSnapshot.id.desc()).limit(1))
+
+
+def history(session: Session, run_id: int, metric: str, limit: int) -> list[FitSnapshot]:
+    """The newest `limit` snapshots, returned oldest first."""
+    query = (
+        select(FitSnapshot)
+        .where(FitSnapshot.run_id == run_id, FitSnapshot.metric == metric)
+        .order_by(FitSnapshot.id.desc())
+        .limit(limit)
+    )
+    return list(reversed(list(session.scalars(query))))
+
+
+def metrics_fitted(session: Session, run_id: int) -> list[str]:
+    query = select(FitSnapshot.metric).where(FitSnapshot.run_id == run_id).distinct()
+    return list(session.scalars(query))
+
+
+def all_for_rules(session: Session, run_id: int, metric: str) -> list[FitSnapshot]:
+    """Every snapshot of a series, oldest first (the rules' fit history)."""
+    query = (
+        select(FitSnapshot)
+        .where(FitSnapshot.run_id == run_id, FitSnapshot.metric == metric)
+        .order_by(FitSnapshot.id)
+    )
+    return list(session.scalars(query))
+
+
+def finished_runs(session: Session, project_id: int) -> Sequence[Run]:
+    query = select(Run).where(Run.project_id == project_id, Run.status.in_(("finished", "failed")))
+    return list(session.scalars(query.order_by(Run.id)))
+
+
+def get_project(session: Session, project_id: int) -> Project | None:
+    return session.get(Project, project_id)

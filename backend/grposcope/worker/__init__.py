@@ -1,0 +1,1 @@
+"""The fit worker: claims dirty runs, refits them, evaluates diagnostics, raises alerts."""

@@ -1,0 +1,46 @@
+"""The in-process worker started by the API (GRPOSCOPE_EMBEDDED_WORKER, on by default): one
+fit thread and one webhook delivery thread, daemon threads stopped on shutdown."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+log = logging.getLogger("grposcope.worker")
+
+
+def start_embedded(app: Any) -> list[Callable[[], None]]:
+    """Start the worker threads if the settings ask for them; returns their stop callables."""
+    settings = app.state.settings
+    if not settings.embedded_worker:
+        return []
+    return start_threads(app.state.engine, app.state.session_factory, settings)
+
+
+def start_threads(engine: Any, factory: Any, settings: Any, *, poll_s: float = 0.1
+                  ) -> list[Callable[[], None]]:  # fmt: skip
+    from grposcope.alerts.delivery import Deliverer
+    from grposcope.worker.loop import FitWorker
+
+    stop = threading.Event()
+    worker = FitWorker(engine, factory, settings, poll_s=poll_s)
+    deliverer = Deliverer(factory)
+    threads = [
+        threading.Thread(target=worker.serve, args=(stop,), name="grposcope-fit", daemon=True),
+        threading.Thread(
+            target=deliverer.serve, args=(stop,), name="grposcope-hooks", daemon=True
+        ),  # fmt: skip
+    ]
+    for thread in threads:
+        thread.start()
+
+    def stop_all() -> None:
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=10)
+        deliverer.close()
+
+    log.info("embedded fit worker started")
+    return [stop_all]

@@ -1,0 +1,148 @@
+"""The worker loop: claim dirty runs, refit, store snapshots, diagnose, update alerts, and
+mark silent running runs stalled. Every run is processed in its own transaction; a fit or a
+rule that raises is logged and the loop moves on."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Session, sessionmaker
+
+from grposcope.alerts.diagnose import diagnose, rules_config, stall_outcome
+from grposcope.alerts.lifecycle import apply_outcomes
+from grposcope.config import Settings
+from grposcope.db import session_scope
+from grposcope.fits.accuracy import score_run
+from grposcope.fits.refit import WarmCache, hyper_for, refit_run
+from grposcope.metrics.service import load_arrays
+from grposcope.models import AlertRule, Run, utcnow
+from grposcope.runs import repository as runs_repo
+from grposcope.runs.service import pick_reward_key
+from grposcope.worker.claim import Claimer
+
+log = logging.getLogger("grposcope.worker")
+
+
+def worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident() % 100000}"
+
+
+class FitWorker:
+    """One worker: `run_once()` claims and processes a batch; `serve()` loops until stopped."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        factory: sessionmaker[Session],
+        settings: Settings,
+        *,
+        batch: int = 8,
+        poll_s: float = 0.1,
+        stall_every_s: float = 5.0,
+    ) -> None:
+        self.factory = factory
+        self.settings = settings
+        self.claimer = Claimer(engine, settings.fit_interval_s)
+        self.cache = WarmCache()
+        self.batch = batch
+        self.poll_s = poll_s
+        self.stall_every_s = stall_every_s
+        self.owner = worker_id()
+        self._last_sweep = 0.0
+        self.fits_done = 0
+
+    def run_once(self) -> int:
+        """Claim up to `batch` runs and process them; returns how many were processed."""
+        claims = self.claimer.claim(self.batch)
+        for claim in claims:
+            try:
+                self.process(claim.run_id)
+            except Exception:  # noqa: BLE001 - a bad run must not stop the worker
+                log.exception("run %s: processing failed", claim.run_id)
+            finally:
+                claim.release()
+        if time.monotonic() - self._last_sweep >= self.stall_every_s:
+            self._last_sweep = time.monotonic()
+            try:
+                self.sweep_stalled()
+            except Exception:  # noqa: BLE001
+                log.exception("stall sweep failed")
+        return len(claims)
+
+    def serve(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            try:
+                busy = self.run_once()
+            except Exception:  # noqa: BLE001 - e.g. the database is briefly unavailable
+                log.exception("worker iteration failed; retrying")
+                busy = 0
+            if not busy:
+                stop.wait(self.poll_s)
+
+    def process(self, run_id: int) -> None:
+        with session_scope(self.factory) as session:
+            run = session.get(Run, run_id)
+            if run is None:
+                return
+            keys = list(runs_repo.latest_values(session, [run.id]).get(run.id, {}))
+            started = utcnow()
+            snaps = refit_run(session, run, keys, self.cache)
+            stamp = {"id": self.owner, "started": started.isoformat(),
+                     "ended": utcnow().isoformat()}  # fmt: skip
+            for snap in snaps.values():
+                snap.payload = {**snap.payload, "worker": stamp}
+            self.fits_done += len(snaps)
+            reward = pick_reward_key(keys)
+            if run.status in ("finished", "failed") and reward in snaps:
+                accuracy = _accuracy(session, run, reward)
+                snaps[reward].payload = {**snaps[reward].payload, "forecast_accuracy": accuracy}
+            session.flush()
+            try:
+                with session.begin_nested():
+                    outcomes = diagnose(session, run, self.settings.stall_after_s)
+                    apply_outcomes(session, run, outcomes, self.settings.base_url)
+            except Exception:  # noqa: BLE001 - keep the snapshots even if a rule fails
+                log.exception("run %s: diagnostics failed", run_id)
+
+    def sweep_stalled(self) -> int:
+        """Running runs silent longer than their stall limit become `stalled`, with an alert."""
+        with session_scope(self.factory) as session:
+            limit = _smallest_stall_limit(session, self.settings.stall_after_s)
+            cutoff = utcnow() - timedelta(seconds=limit)
+            query = select(Run).where(Run.status == "running", Run.last_seen_at < cutoff)
+            if session.get_bind().dialect.name == "postgresql":
+                query = query.with_for_update(skip_locked=True)
+            n = 0
+            for run in session.scalars(query.limit(200)).all():
+                outcome = stall_outcome(run, rules_config(session, run.project_id),
+                                        self.settings.stall_after_s)  # fmt: skip
+                if outcome.status != "firing":
+                    continue
+                run.status = "stalled"
+                run.updated_at = utcnow()
+                apply_outcomes(session, run, [outcome], self.settings.base_url)
+                n += 1
+            return n
+
+
+def _smallest_stall_limit(session: Session, default: float) -> float:
+    rows = session.scalars(select(AlertRule.params).where(AlertRule.kind == "run_stalled"))
+    limits = [default] + [float(p["stall_after_s"]) for p in rows if p and "stall_after_s" in p]
+    return min(limits)
+
+
+def _accuracy(session: Session, run: Run, reward: str) -> dict[str, Any]:
+    steps, values = load_arrays(session, run.id, reward)
+    try:
+        return score_run(steps, values, hyper_for(run))
+    except Exception as exc:  # noqa: BLE001 - scoring is a bonus, never a failure
+        log.exception("run %s: forecast scoring failed", run.id)
+        return {"items": [], "reason": f"scoring failed: {exc}"}

@@ -1,0 +1,105 @@
+"""The worker refits dirty runs off the request path and stores every refit as a snapshot."""
+
+from __future__ import annotations
+
+from tests.worker.helpers import drain, learning_curve, make_run, send, worker_for
+
+
+def _get(api, path, token=None, **params):
+    response = api.client.get(f"/api/v1{path}", params=params,
+                              headers=api.headers(token or api.viewer))  # fmt: skip
+    return response
+
+
+def test_ingest_marks_dirty_and_worker_fits(api):
+    run = make_run(api, api.alpha, hyperparameters={"learning_rate": 1e-6, "momentum": 0.9,
+                                                    "k_ref": 4, "num_generations": 8})  # fmt: skip
+    steps, values = learning_curve()
+    send(api, api.alpha, run["id"], steps, reward=values)
+    assert _get(api, f"/runs/{run['id']}/fit").status_code == 404  # nothing fitted on ingest
+    worker = worker_for(api)
+    assert drain(worker) == 1
+    fit = _get(api, f"/runs/{run['id']}/fit").json()
+    assert fit["status"] == "ok" and fit["step"] == steps[-1]
+    assert abs(fit["plateau"]["value"] - 0.8) < 0.1
+    assert set(fit["forecast"]) >= {"steps", "mean", "lo", "hi"}
+    assert len(fit["forecast"]["steps"]) == len(fit["forecast"]["mean"])
+    assert "useful_steps" in fit["compute"] and "constrained" in fit
+    assert fit["constrained"]["hyperparameters"]["k_ref"] == 4
+    detail = _get(api, f"/runs/{run['id']}").json()
+    assert detail["fit"]["step"] == steps[-1]
+
+
+def test_every_refit_is_a_snapshot_and_rate_limit_holds(api):
+    run = make_run(api, api.alpha)
+    steps, values = learning_curve()
+    send(api, api.alpha, run["id"], steps[:60], reward=values[:60])
+    worker = worker_for(api)
+    drain(worker)
+    send(api, api.alpha, run["id"], steps[60:], reward=values[60:])
+    drain(worker)
+    items = _get(api, f"/runs/{run['id']}/fits").json()["items"]
+    assert [i["step"] for i in items] == [60, 120]
+    limited = worker_for(api, fit_interval_s=3600.0)
+    send(api, api.alpha, run["id"], [121], reward=[0.8])
+    assert limited.run_once() == 0  # fitted moments ago: waits for the interval
+
+
+def test_eval_series_fitted_too(api):
+    run = make_run(api, api.alpha)
+    steps, values = learning_curve()
+    send(api, api.alpha, run["id"], steps, reward=values)
+    send(api, api.alpha, run["id"], steps[::10], eval_reward=values[::10] * 0.9)
+    drain(worker_for(api))
+    fit = _get(api, f"/runs/{run['id']}/fit", metric="eval_reward").json()
+    assert fit["metric"] == "eval_reward"
+    assert _get(api, f"/runs/{run['id']}/fit").json()["metric"] == "reward"
+
+
+def test_worker_survives_a_fit_that_raises(api, monkeypatch):
+    import grposcope.fits.refit as refit
+
+    good = make_run(api, api.alpha, name="good", run_key="good")
+    bad = make_run(api, api.alpha, name="bad", run_key="bad")
+    steps, values = learning_curve()
+    for run in (bad, good):
+        send(api, api.alpha, run["id"], steps, reward=values)
+    real = refit.fit_series
+
+    def flaky(steps, values, **kw):
+        if kw.get("metric") == "reward" and len(steps) and flaky.calls == 0:
+            flaky.calls += 1
+            raise RuntimeError("boom")
+        return real(steps, values, **kw)
+
+    flaky.calls = 0
+    monkeypatch.setattr(refit, "fit_series", flaky)
+    drain(worker_for(api))
+    fitted = [_get(api, f"/runs/{r['id']}/fit").status_code for r in (bad, good)]
+    assert sorted(fitted) == [200, 404]
+
+
+def test_finished_run_scores_forecasts(api):
+    run = make_run(api, api.alpha)
+    steps, values = learning_curve(n=200)
+    send(api, api.alpha, run["id"], steps, reward=values)
+    worker = worker_for(api)
+    drain(worker)
+    early = _get(api, f"/runs/{run['id']}/forecast-accuracy").json()
+    assert early["items"] == [] and "finishes" in early["reason"]
+    api.client.post(f"/api/v1/runs/{run['id']}/finish", json={"status": "finished"},
+                    headers=api.headers(api.alpha))  # fmt: skip
+    drain(worker)
+    acc = _get(api, f"/runs/{run['id']}/forecast-accuracy").json()
+    assert [i["fraction"] for i in acc["items"]] == [0.2, 0.4, 0.6]
+    late = acc["items"][-1]
+    assert abs(late["error"]) < 0.05 and late["covered"]
+    assert abs(late["error"]) <= abs(acc["items"][0]["error"])
+    project_id = _project_id(api, "gsm8k")
+    proj = _get(api, f"/projects/{project_id}/forecast-accuracy").json()
+    assert proj["n_runs"] == 1 and proj["summary"]["0.6"]["n"] == 1
+
+
+def _project_id(api, name):
+    projects = _get(api, "/projects").json()
+    return next(p["id"] for p in projects if p["name"] == name)
