@@ -1,0 +1,79 @@
+"""`grposcope demo`, as a new user runs it: live runs, a forecast and an alert within minutes."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+
+from tests.fixtures.server import free_port
+
+
+@pytest.mark.slow
+def test_demo_shows_live_runs_a_forecast_and_an_alert(tmp_path):
+    port = free_port()
+    log = open(tmp_path / "demo.log", "wb")  # noqa: SIM115
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "grposcope.cli.main", "demo", "--port", str(port),
+         "--trainer-steps", "40"],
+        stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path,
+    )  # fmt: skip
+    try:
+        token = _login_token(tmp_path / "demo.log", proc)
+        headers = {"Authorization": f"Bearer {token}"}
+        base = f"http://127.0.0.1:{port}/api/v1"
+        seen = _wait_for(lambda: _state(base, headers), timeout=240)
+        assert seen["runs"] >= 4, seen  # three bandits and the tiny GRPOTrainer
+        assert seen["fitted"], seen
+        assert "dynamical_instability" in seen["alert_kinds"], seen
+        page = httpx.get(f"http://127.0.0.1:{port}/?token={token}", timeout=30)
+        assert page.status_code == 200
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            assert proc.wait(30) in (0, 130, -2)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            log.close()
+    assert "grposcope demo stopped" in (tmp_path / "demo.log").read_text()
+
+
+def _login_token(log_path, proc, timeout=60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = log_path.read_text()
+        if "?token=" in text:
+            return text.split("?token=", 1)[1].split()[0]
+        assert proc.poll() is None, text
+        time.sleep(0.3)
+    raise AssertionError("demo printed no login URL")
+
+
+def _state(base, headers):
+    runs = httpx.get(f"{base}/runs", headers=headers, timeout=10).json()["items"]
+    alerts = httpx.get(f"{base}/alerts", headers=headers, timeout=10)
+    kinds = {a["kind"] for a in alerts.json()["items"]} if alerts.status_code == 200 else set()
+    fitted = any(r["fit"] and r["fit"].get("plateau") is not None for r in runs)
+    names = {r["name"] for r in runs}
+    done = len(runs) >= 4 and fitted and "dynamical_instability" in kinds
+    return done, {"runs": len(runs), "names": sorted(names), "fitted": fitted,
+                  "alert_kinds": sorted(kinds)}  # fmt: skip
+
+
+def _wait_for(probe, timeout):
+    deadline = time.monotonic() + timeout
+    state = {}
+    while time.monotonic() < deadline:
+        try:
+            done, state = probe()
+        except httpx.HTTPError:
+            done = False
+        if done:
+            return state
+        time.sleep(2)
+    return state
