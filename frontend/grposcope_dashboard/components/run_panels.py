@@ -1,0 +1,299 @@
+"""The run page's panels, built from API payloads (pure: payload in, components out)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import dash_bootstrap_components as dbc
+from dash import html
+
+from grposcope_dashboard.analysis import flatten
+from grposcope_dashboard.components.common import stat, tip
+from grposcope_dashboard.formatting import (
+    DASH,
+    interval,
+    margin_level,
+    num,
+    regime,
+    severity_color,
+    signed,
+    status_color,
+    step,
+    to_float,
+)
+
+
+def header(run: Mapping[str, Any]) -> html.Div:
+    hyper = run.get("hyperparameters") or {}
+    model = hyper.get("model_name")
+    return html.Div(
+        [
+            html.H4(run["name"], className="d-inline me-2"),
+            dbc.Badge(
+                run.get("status", "?"),
+                color=status_color(run.get("status")),
+                className="me-2",
+                id="run-status",
+            ),
+            html.Span(f"{run.get('team')} / {run.get('project')}", className="text-muted me-3"),
+            html.Span(model or "", className="text-muted me-3"),
+            html.Span(
+                ["last step ", html.B(step(run.get("last_step")), id="run-last-step")],
+                className="text-muted",
+            ),
+        ],
+        className="mb-2",
+    )
+
+
+def summary(fit: Mapping[str, Any] | None, latest: Any) -> list[dbc.Col]:
+    """The row of headline numbers: now, where it is heading, when, and how stable."""
+    fit = fit or {}
+    plateau = fit.get("plateau") or {}
+    cons = fit.get("constrained") or {}
+    compute = fit.get("compute") or {}
+    wasted = compute.get("wasted_steps", compute.get("wasted_so_far"))
+    cards = [
+        stat("Reward now", num(latest)),
+        stat(
+            tip("Plateau [80 %]", "plateau"),
+            interval(plateau.get("value"), plateau.get("lo"), plateau.get("hi")),
+        ),
+        stat(
+            tip("Steps to plateau", "steps_to_plateau"),
+            step(fit.get("steps_to_plateau")),
+            sub=f"{step(wasted)} steps past it" if wasted else None,
+        ),
+        stat(tip("Regime", "regime"), (fit.get("regime") or DASH).replace("_", " ")),
+        stat(tip("Damping ζ", "zeta"), num((fit.get("oscillator") or {}).get("zeta"))),
+        stat(
+            tip("Margin (exact)", "margin_exact"),
+            signed(cons.get("margin_exact")),
+            color=margin_level(cons.get("margin_exact")),
+        ),
+        stat("R² (smoothed)", num((fit.get("oscillator") or {}).get("r2_smoothed"), 2)),
+    ]
+    return [dbc.Col(c, xs=6, md=3, lg=True) for c in cards]
+
+
+def stability(fit: Mapping[str, Any] | None) -> html.Div:
+    """Margins, ζ and regime, each with one sentence a person can act on."""
+    if not fit:
+        return html.P(
+            "No fit yet: the stability verdict appears after the first refit (a few dozen steps).",
+            className="text-muted",
+        )
+    cons = fit.get("constrained") or {}
+    zeta = (fit.get("oscillator") or {}).get("zeta", cons.get("zeta"))
+    lines = [
+        html.Div(
+            [
+                tip("Stability margin", "margin"),
+                ": exact ",
+                html.B(
+                    signed(cons.get("margin_exact")),
+                    className=f"text-{margin_level(cons.get('margin_exact'))}",
+                ),
+                ", continuum ",
+                html.B(signed(cons.get("margin_continuum"))),
+            ]
+        ),
+        html.Div(margin_sentence(cons.get("margin_exact", cons.get("margin_continuum")))),
+        html.Div([tip("Damping ratio ζ", "zeta"), ": ", html.B(num(zeta))]),
+        html.Div([tip("Regime", "regime"), ": ", regime(fit.get("regime"))]),
+    ]
+    if not cons:
+        lines.append(
+            html.Div(
+                "Margins need the run's learning rate, β1 and K_ref "
+                "(send them as hyperparameters).",
+                className="text-muted",
+            )
+        )
+    if cons.get("lag_applies") is False:
+        lines.append(
+            html.Div(
+                "This run corrects stale samples (importance ratio): the lag term "
+                "that erodes damping does not apply, so the margin is large.",
+                className="text-muted",
+            )
+        )
+    if cons.get("K") is not None:
+        lines.append(
+            html.Div(
+                ["Measured curvature K = ", html.B(num(cons.get("K")))],
+                className="text-muted small",
+            )
+        )
+    if cons.get("note"):
+        lines.append(html.Div(cons["note"], className="text-muted small"))
+    return html.Div(lines, className="stability")
+
+
+def margin_sentence(margin: Any) -> str:
+    m = to_float(margin)
+    if m != m:
+        return "Margin unknown."
+    if m < 0:
+        return "Past the stability edge: expect growing swings. Lower lr or K_ref, or raise β1."
+    if m < 0.2:
+        return "Close to the stability edge: a higher lr or K_ref could make it oscillate."
+    return "Far from the stability edge."
+
+
+def whatif_controls(hyper: Mapping[str, Any]) -> dbc.Row:
+    """Inputs prefilled with the run's own values; blank means 'as run'."""
+
+    def box(id_: str, label: str, value: Any, step_: Any) -> dbc.Col:
+        return dbc.Col(
+            [
+                dbc.Label(label, className="small mb-0"),
+                dbc.Input(id=id_, type="number", value=value, step=step_, size="sm", debounce=True),
+            ],
+            xs=6,
+            md=3,
+        )
+
+    return dbc.Row(
+        [
+            box("whatif-lr", "learning rate", hyper.get("learning_rate"), "any"),
+            box("whatif-kref", "K_ref", hyper.get("k_ref"), 1),
+            box("whatif-beta1", "β1 (momentum)", hyper.get("momentum"), 0.01),
+            box("whatif-g", "G (group size)", hyper.get("num_generations"), 1),
+        ],
+        className="g-2",
+    )
+
+
+def whatif_result(payload: Mapping[str, Any] | None) -> html.Div:
+    if payload is None:
+        return html.Div(
+            "What-if needs a hyperparameter-constrained fit: send learning_rate, "
+            "momentum (β1) and K_ref with the run, then wait for its first fit.",
+            className="text-muted small",
+        )
+    parts = [
+        html.Span(["ζ ", html.B(num(payload.get("zeta")))], className="me-3"),
+        html.Span(
+            ["regime ", html.B((payload.get("regime") or DASH).replace("_", " "))], className="me-3"
+        ),
+        html.Span(
+            [
+                "margin exact ",
+                html.B(
+                    signed(payload.get("margin_exact")),
+                    className=f"text-{margin_level(payload.get('margin_exact'))}",
+                ),
+            ],
+            className="me-3",
+        ),
+        html.Span(["continuum ", html.B(signed(payload.get("margin_continuum")))]),
+    ]
+    note = payload.get("note")
+    return html.Div(
+        [html.Div(parts), html.Div(note, className="text-muted small") if note else None]
+    )
+
+
+def alert_timeline(alerts: list[Mapping[str, Any]]) -> html.Div:
+    """Alerts by opening step, each with its evidence so a person can judge it."""
+    if not alerts:
+        return html.P(
+            "No alerts. Rules watch for reward hacking, advantage degeneracy, policy "
+            "concentration, instability, plateau and stalls.",
+            className="text-muted",
+        )
+    items = []
+    for a in sorted(alerts, key=lambda a: to_float(a.get("opened_step")), reverse=True):
+        when = f"step {step(a.get('opened_step'))}"
+        if a.get("resolved_step") is not None:
+            when += f" → {step(a.get('resolved_step'))}"
+        items.append(
+            dbc.ListGroupItem(
+                [
+                    html.Div(
+                        [
+                            dbc.Badge(
+                                a.get("severity", "?"),
+                                color=severity_color(a.get("severity")),
+                                className="me-2",
+                            ),
+                            html.B(a.get("kind", "").replace("_", " "), className="me-2"),
+                            dbc.Badge(
+                                a.get("state", ""),
+                                color="light",
+                                text_color="dark",
+                                className="me-2",
+                            ),
+                            html.Span(when, className="text-muted small"),
+                        ]
+                    ),
+                    html.Div(a.get("message", ""), className="small"),
+                    evidence(a.get("evidence") or {}),
+                ],
+                className="alert-item",
+            )
+        )
+    return dbc.ListGroup(items, flush=True, id="run-alert-list")
+
+
+def evidence(ev: Mapping[str, Any]) -> html.Div | None:
+    if not ev:
+        return None
+    flat = flatten(ev)
+    cells = [
+        html.Span([html.Span(k, className="text-muted"), " ", _value(v)], className="me-3 small")
+        for k, v in list(flat.items())[:12]
+    ]
+    return html.Div(cells, className="evidence")
+
+
+def _value(v: Any) -> str:
+    if isinstance(v, (int, float, str)) and not isinstance(v, bool):
+        return num(v) if not isinstance(v, str) or v in ("NaN", "Infinity", "-Infinity") else v
+    return json.dumps(v)[:80]
+
+
+def hyper_table(run: Mapping[str, Any]) -> html.Div:
+    hyper = run.get("hyperparameters") or {}
+    rows = [
+        html.Tr([html.Td(k, className="text-muted"), html.Td(_value(v))])
+        for k, v in sorted(hyper.items())
+    ]
+    config = run.get("config") or {}
+    return html.Div(
+        [
+            dbc.Table(html.Tbody(rows), size="sm", className="mb-1")
+            if rows
+            else html.P("No hyperparameters were sent with this run.", className="text-muted"),
+            html.Details(
+                [
+                    html.Summary(f"full trainer config ({len(flatten(config))} keys)"),
+                    html.Pre(
+                        json.dumps(config, indent=1, default=str)[:20000], className="snippet small"
+                    ),
+                ]
+            )
+            if config
+            else None,
+        ]
+    )
+
+
+def accuracy(payload: Any) -> html.Div:
+    """Forecasts made at 20/40/60 % of the run, scored against what happened."""
+    if payload is None:
+        return html.P("Scored once the run is finished.", className="text-muted")
+    items = payload.get("items") if isinstance(payload, Mapping) else payload
+    if isinstance(items, list) and items and isinstance(items[0], Mapping):
+        keys = [k for k in items[0] if not isinstance(items[0][k], (dict, list))]
+        head = html.Thead(html.Tr([html.Th(k.replace("_", " ")) for k in keys]))
+        body = html.Tbody([html.Tr([html.Td(_value(i.get(k))) for k in keys]) for i in items])
+        return dbc.Table([head, body], size="sm", id="run-accuracy")
+    flat = flatten(payload) if isinstance(payload, Mapping) else {"result": payload}
+    rows = [
+        html.Tr([html.Td(k, className="text-muted"), html.Td(_value(v))]) for k, v in flat.items()
+    ]
+    return dbc.Table(html.Tbody(rows), size="sm", id="run-accuracy")

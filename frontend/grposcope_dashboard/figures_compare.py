@@ -1,0 +1,229 @@
+"""Pure builders for the compare page: overlays, the fitted-parameter table, the group-size
+panel (1/G fluctuation law) and the scaling panel (Nimmaturi et al.'s size law)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import plotly.graph_objects as go
+
+from grposcope_dashboard import analysis
+from grposcope_dashboard.figures import PALETTE, _none_nan, base_layout, empty_figure
+from grposcope_dashboard.formatting import interval, num, params, signed, step, to_float
+
+MODES = ("raw", "smoothed", "normalised")
+
+
+def overlay_figure(curves: Sequence[Mapping[str, Any]], mode: str = "smoothed") -> go.Figure:
+    """One line per run: raw points, the centred average, or the average mapped to [0, 1] so
+    runs with different reward scales can be compared by shape and speed."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    if not curves:
+        return empty_figure("Pick runs above to overlay their reward curves.", height=420)
+    fig = go.Figure()
+    for i, c in enumerate(curves):
+        y = analysis.floats(c["values"])
+        if mode != "raw":
+            y = analysis.centred_average(y, analysis.smooth_window(len(y))) if len(y) else y
+        if mode == "normalised":
+            y = analysis.normalise(y)
+        color = PALETTE[i % len(PALETTE)]
+        fig.add_trace(
+            go.Scattergl(
+                x=list(c["steps"]),
+                y=_none_nan(y),
+                name=c["label"],
+                mode="markers" if mode == "raw" else "lines",
+                marker={"size": 3, "color": color},
+                line={"color": color, "width": 2},
+            )
+        )
+    fig.update_xaxes(title_text="step")
+    fig.update_yaxes(
+        title_text="reward (normalised to its own range)" if mode == "normalised" else "reward"
+    )
+    return base_layout(fig, height=420)
+
+
+def parameter_rows(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
+    """The fitted parameters of each run (from its run detail), formatted for a table."""
+    rows = []
+    for run in runs:
+        fit = run.get("fit") or {}
+        osc = fit.get("oscillator") or {}
+        cons = fit.get("constrained") or {}
+        plateau = fit.get("plateau") or {}
+        hyper = run.get("hyperparameters") or {}
+        rows.append(
+            {
+                "run": run.get("label") or run.get("name", "?"),
+                "team": run.get("team", ""),
+                "plateau": interval(plateau.get("value"), plateau.get("lo"), plateau.get("hi")),
+                "p0": num(osc.get("p0")),
+                "ω0": num(osc.get("omega0")),
+                "ζ": num(osc.get("zeta")),
+                "timescale": step(analysis.timescale(osc.get("omega0"), osc.get("zeta"))),
+                "regime": (fit.get("regime") or "—").replace("_", " "),
+                "K": num(cons.get("K")),
+                "margin (exact)": signed(cons.get("margin_exact")),
+                "R² smoothed": num(osc.get("r2_smoothed"), 2),
+                "G": str(hyper.get("num_generations", "—")),
+                "params": params(hyper.get("model_params")),
+            }
+        )
+    return rows
+
+
+def _mean_curve(curves: Sequence[Mapping[str, Any]], n: int = 200) -> tuple[list, list]:
+    """The mean of several smoothed curves on a common step grid (their overlap)."""
+    grids = []
+    for c in curves:
+        x = analysis.floats(c["steps"])
+        y = analysis.floats(c["values"])
+        if len(x) >= 2:
+            grids.append((x, analysis.centred_average(y, analysis.smooth_window(len(y)))))
+    if not grids:
+        return [], []
+    lo, hi = max(g[0].min() for g in grids), min(g[0].max() for g in grids)
+    if not hi > lo:
+        return [], []
+    xs = np.linspace(lo, hi, n)
+    ys = np.nanmean([np.interp(xs, x, y) for x, y in grids], axis=0)
+    return xs.tolist(), _none_nan(ys)
+
+
+def group_size_figure(runs: Sequence[Mapping[str, Any]]) -> go.Figure:
+    """Left: the mean trajectory of the runs at each G (the mean path should not depend on G).
+    Right: fluctuation × G per run (flat across G if the spread scales as 1/G)."""
+    from plotly.subplots import make_subplots
+
+    by_g: dict[int, list] = {}
+    for run in runs:
+        if run.get("G"):
+            by_g.setdefault(int(run["G"]), []).append(run)
+    if len(by_g) < 2:
+        return empty_figure(
+            "The group-size panel needs runs with different G (num_generations).", height=260
+        )
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        column_widths=[0.62, 0.38],
+        horizontal_spacing=0.1,
+        subplot_titles=("mean smoothed reward by G", "fluctuation × G"),
+    )
+    for i, (g, members) in enumerate(sorted(by_g.items())):
+        x, y = _mean_curve(members)
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=y,
+                mode="lines",
+                name=f"G={g} ({len(members)} runs)",
+                line={"color": PALETTE[i % len(PALETTE)], "width": 2},
+            ),
+            row=1,
+            col=1,
+        )
+    labels, products = [], []
+    for run in runs:
+        if run.get("G"):
+            labels.append(f"{run['label']} (G={run['G']})")
+            products.append(analysis.fluctuation(analysis.floats(run["values"])) * int(run["G"]))
+    fig.add_trace(
+        go.Bar(
+            x=labels,
+            y=_none_nan(products),
+            name="variance × G",
+            showlegend=False,
+            marker_color="#868e96",
+        ),
+        row=1,
+        col=2,
+    )
+    fig.update_xaxes(title_text="step", row=1, col=1)
+    fig.update_xaxes(showticklabels=False, row=1, col=2)
+    return base_layout(fig, height=340, hovermode="closest")
+
+
+def scaling_points(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """(parameter count, fitted plateau, timescale) of each run that has both."""
+    points = []
+    for run in runs:
+        fit = run.get("fit") or {}
+        osc = fit.get("oscillator") or {}
+        n = to_float((run.get("hyperparameters") or {}).get("model_params"))
+        if math.isfinite(n) and n > 0:
+            points.append(
+                {
+                    "label": run.get("label", run.get("name")),
+                    "params": n,
+                    "plateau": to_float((fit.get("plateau") or {}).get("value")),
+                    "timescale": analysis.timescale(osc.get("omega0"), osc.get("zeta")),
+                }
+            )
+    return points
+
+
+def scaling_figure(points: Sequence[Mapping[str, Any]]) -> tuple[go.Figure, dict | None]:
+    """Plateau and timescale against parameter count (log x), with the fitted size exponent
+    of the timescale, τ ∝ N^α. With τ ∝ 1/K that reads as curvature K ∝ N^(−α)."""
+    from plotly.subplots import make_subplots
+
+    if len({p["params"] for p in points}) < 2:
+        return empty_figure(
+            "The scaling panel needs runs of at least two model sizes "
+            "(hyperparameter model_params).",
+            height=260,
+        ), None
+    law = analysis.power_law([p["params"] for p in points], [p["timescale"] for p in points])
+    title = "timescale (steps)" + (f": τ ∝ N^{law['alpha']:.2f}" if law else "")
+    fig = make_subplots(
+        rows=1, cols=2, subplot_titles=("fitted plateau", title), horizontal_spacing=0.1
+    )
+    xs = [p["params"] for p in points]
+    labels = [p["label"] for p in points]
+    fig.add_trace(
+        go.Scatter(
+            x=xs,
+            y=_none_nan([p["plateau"] for p in points]),
+            text=labels,
+            mode="markers",
+            marker={"size": 9, "color": PALETTE[0]},
+            name="plateau",
+        ),
+        row=1,
+        col=1,
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=xs,
+            y=_none_nan([p["timescale"] for p in points]),
+            text=labels,
+            mode="markers",
+            marker={"size": 9, "color": PALETTE[1]},
+            name="timescale",
+        ),
+        row=1,
+        col=2,
+    )
+    if law:
+        grid = np.geomspace(min(xs), max(xs), 20)
+        fig.add_trace(
+            go.Scatter(
+                x=grid,
+                y=law["prefactor"] * grid ** law["alpha"],
+                mode="lines",
+                line={"dash": "dot", "color": PALETTE[1]},
+                name=f"fit α={law['alpha']:.2f}",
+            ),
+            row=1,
+            col=2,
+        )
+        fig.update_yaxes(type="log", row=1, col=2)
+    fig.update_xaxes(type="log", title_text="parameters")
+    return base_layout(fig, height=320, showlegend=False, hovermode="closest"), law

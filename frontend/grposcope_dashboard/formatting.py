@@ -1,0 +1,159 @@
+"""Number formats and plain-language words, so every page says the same thing the same way.
+
+Values arrive from the API as numbers, ``null`` or the strings "NaN"/"Infinity"/"-Infinity"
+(docs/api.md, Numbers); everything here accepts all of them.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+DASH = "—"
+
+REGIME_WORDS = {
+    "overdamped": "rises smoothly to its plateau, no overshoot",
+    "critically_damped": "rises as fast as possible without overshoot",
+    "oscillatory": "overshoots and swings before settling",
+    "unstable": "swings grow: the hyperparameters are past the stability edge",
+}
+
+TIPS = {
+    "plateau": (
+        "Plateau: the reward level the run is heading for (the fitted fixed point p*). "
+        "The interval is an 80 % interval: the plateau lies inside it 4 times out of 5."
+    ),
+    "steps_to_plateau": (
+        "Steps until the fitted curve is 95 % of the way to the plateau. Steps after that mostly "
+        "buy noise: stopping there saves compute."
+    ),
+    "zeta": (
+        "Damping ratio ζ: how fast swings die out. ζ ≥ 1 overdamped (smooth rise, no "
+        "overshoot); 0 < ζ < 1 oscillatory (overshoots, then settles); ζ ≤ 0 unstable."
+    ),
+    "margin": (
+        "Stability margin: how far the hyperparameters are from the edge where stale samples "
+        "make training swing out of control. 1 = far from trouble, 0 = at the edge, "
+        "negative = unstable. 'Exact' is the step-by-step calculation (trust it first); "
+        "'continuum' is the paper's closed form K·η·K_ref = 1 − β1."
+    ),
+    "margin_exact": (
+        "Exact margin: from the spectral radius of the discrete update over one regeneration "
+        "period (Floquet). More reliable than the closed form when K·η·K_ref is not small."
+    ),
+    "margin_continuum": (
+        "Continuum margin m = 1 − K·η_hb·K_ref / (1 − β1): the paper's closed-form threshold."
+    ),
+    "regime": "Regime: what the fitted damping ratio means for the curve's shape.",
+    "phases": (
+        "Shaded phases: slow start (momentum's inertia, until the inflection), rapid rise, and "
+        "plateau (from 95 % of the way to the plateau)."
+    ),
+    "frac_zero_std": (
+        "Share of groups whose G completions all got the same reward: they carry no advantage "
+        "and no gradient. Dotted: what independent prompts of equal difficulty would give, "
+        "p^G + (1 − p)^G. Far above it means prompts are too easy or too hard."
+    ),
+    "whatif": (
+        "Change a hyperparameter and see the predicted curve and margin, holding the measured "
+        "curvature K fixed. A guide for the next run, not a guarantee."
+    ),
+}
+
+
+def to_float(value: Any) -> float:
+    """API value → float (NaN for null and for anything unreadable)."""
+    if value is None:
+        return math.nan
+    if isinstance(value, (int, float)):
+        return float(value)
+    try:
+        return float(str(value).replace("Infinity", "inf"))
+    except ValueError:
+        return math.nan
+
+
+def num(value: Any, digits: int = 3) -> str:
+    """A metric value with ``digits`` significant digits; '—' for missing, words for inf."""
+    x = to_float(value)
+    if math.isnan(x):
+        return "NaN" if value == "NaN" else DASH
+    if math.isinf(x):
+        return "+∞" if x > 0 else "−∞"
+    if x == 0:
+        return "0"
+    if abs(x) >= 10 ** (digits + 2) or abs(x) < 10 ** (-digits):
+        return f"{x:.{max(digits - 1, 1)}e}"
+    return f"{x:.{digits}g}".replace("-", "−")
+
+
+def signed(value: Any, digits: int = 2) -> str:
+    """A margin with its sign: '+0.42', '−0.10'."""
+    x = to_float(value)
+    if not math.isfinite(x):
+        return num(value)
+    return f"{x:+.{digits}f}".replace("-", "−")
+
+
+def step(value: Any) -> str:
+    """A step count with thousands separators; fractional forecasts are rounded."""
+    x = to_float(value)
+    if not math.isfinite(x):
+        return DASH
+    return f"{round(x):,}"
+
+
+def interval(value: Any, lo: Any, hi: Any, digits: int = 3) -> str:
+    """'0.82 [0.78, 0.86]', or just the value when the interval is missing."""
+    if math.isnan(to_float(value)):
+        return DASH
+    if math.isnan(to_float(lo)) or math.isnan(to_float(hi)):
+        return num(value, digits)
+    return f"{num(value, digits)} [{num(lo, digits)}, {num(hi, digits)}]"
+
+
+def regime(value: str | None) -> str:
+    """'overdamped' → 'overdamped — rises smoothly to its plateau, no overshoot'."""
+    if not value:
+        return DASH
+    words = REGIME_WORDS.get(value)
+    label = value.replace("_", " ")
+    return f"{label} — {words}" if words else label
+
+
+def margin_level(value: Any) -> str:
+    """Bootstrap colour for a margin: success far from the edge, danger past it."""
+    x = to_float(value)
+    if not math.isfinite(x):
+        return "secondary"
+    if x < 0:
+        return "danger"
+    if x < 0.2:
+        return "warning"
+    return "success"
+
+
+def severity_color(severity: str | None) -> str:
+    return {"critical": "danger", "warning": "warning", "info": "info"}.get(
+        severity or "", "secondary"
+    )
+
+
+def status_color(status: str | None) -> str:
+    return {
+        "running": "primary",
+        "finished": "success",
+        "failed": "danger",
+        "stalled": "warning",
+    }.get(status or "", "secondary")
+
+
+def params(value: Any) -> str:
+    """A parameter count: 494032768 → '494M'."""
+    x = to_float(value)
+    if not math.isfinite(x) or x <= 0:
+        return DASH
+    for unit, size in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("k", 1e3)):
+        if x >= size:
+            return f"{x / size:.3g}{unit}"
+    return f"{x:.0f}"

@@ -1,0 +1,1 @@
+"""Dashboard pages; each registers itself with ``dash.register_page`` when imported."""

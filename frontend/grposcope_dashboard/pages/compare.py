@@ -1,0 +1,196 @@
+"""Compare: runs across teams overlaid; fitted parameters; config diff; group size; scaling."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dash
+import dash_bootstrap_components as dbc
+from dash import Input, Output, callback, dash_table, dcc, html
+
+from grposcope_dashboard import api_client
+from grposcope_dashboard import figures_compare as fc
+from grposcope_dashboard.analysis import config_diff
+from grposcope_dashboard.api_client import ApiError
+from grposcope_dashboard.components.common import error_box
+from grposcope_dashboard.figures import empty_figure
+from grposcope_dashboard.pages.runs import FONT
+
+MAX_RUNS = 20
+GRAPH_CONFIG = {"displaylogo": False}
+TABLE_STYLE = {
+    "style_cell": {
+        "fontFamily": FONT,
+        "fontSize": 13,
+        "padding": "3px 8px",
+        "textAlign": "left",
+        "maxWidth": 240,
+        "overflow": "hidden",
+        "textOverflow": "ellipsis",
+    },
+    "style_header": {"fontWeight": 600, "backgroundColor": "#f1f3f5"},
+    "style_as_list_view": True,
+}
+
+
+def layout(runs: str | None = None, mode: str = "smoothed", **_: str) -> html.Div:
+    """``?runs=1,2,3`` preselects runs, so a comparison is a link that can be shared."""
+    try:
+        items = api_client.client().runs(limit=1000)["items"]
+    except ApiError as exc:
+        return error_box(exc)
+    options = [
+        {"label": f"{r['team']} / {r['project']} / {r['name']}", "value": r["id"]} for r in items
+    ]
+    chosen = [int(x) for x in (runs or "").split(",") if x.strip().isdigit()]
+    picker = dbc.Row(
+        [
+            dbc.Col(
+                dcc.Dropdown(
+                    id="cmp-runs",
+                    options=options,
+                    value=chosen,
+                    multi=True,
+                    placeholder="Pick runs to compare (any team)…",
+                ),
+                md=9,
+            ),
+            dbc.Col(
+                dbc.RadioItems(
+                    id="cmp-mode",
+                    options=list(fc.MODES),
+                    value=mode if mode in fc.MODES else "smoothed",
+                    inline=True,
+                ),
+                md=3,
+                className="pt-1",
+            ),
+        ],
+        className="g-2 mb-3",
+    )
+    return html.Div(
+        [
+            html.H4("Compare runs"),
+            picker,
+            _card("Reward", dcc.Loading(dcc.Graph(id="cmp-overlay", config=GRAPH_CONFIG))),
+            _card("Fitted parameters", html.Div(id="cmp-params")),
+            _card("Config — only what differs", html.Div(id="cmp-diff")),
+            dbc.Row(
+                [
+                    dbc.Col(
+                        _card(
+                            "Group size G: mean path and fluctuation × G",
+                            [
+                                dcc.Graph(id="cmp-group", config=GRAPH_CONFIG),
+                                html.P(
+                                    "If the spread shrinks as 1/G, fluctuation × G is the "
+                                    "same for every G while the mean paths agree.",
+                                    className="small text-muted",
+                                ),
+                            ],
+                        ),
+                        lg=6,
+                    ),
+                    dbc.Col(
+                        _card(
+                            "Model size: plateau and timescale",
+                            [
+                                dcc.Graph(id="cmp-scaling", config=GRAPH_CONFIG),
+                                html.Div(id="cmp-scaling-note", className="small text-muted"),
+                            ],
+                        ),
+                        lg=6,
+                    ),
+                ],
+                className="g-3",
+            ),
+        ]
+    )
+
+
+def _card(title: str, body: Any) -> dbc.Card:
+    return dbc.Card([dbc.CardHeader(title), dbc.CardBody(body)], className="mb-3")
+
+
+def load_runs(api: api_client.Api, run_ids: list[int]) -> list[dict[str, Any]]:
+    """Each run's detail, fit and reward series (downsampled by the server)."""
+    out = []
+    for run_id in run_ids[:MAX_RUNS]:
+        run = api.run(run_id)
+        key = run.get("reward_key")
+        series = api.series(run_id, [key])[key] if key else {"steps": [], "values": []}
+        run["fit"] = api.fit(run_id) or run.get("fit")
+        run["label"] = f"{run['team']}/{run['name']}"
+        run["steps"], run["values"] = series["steps"], series["values"]
+        run["G"] = (run.get("hyperparameters") or {}).get("num_generations")
+        out.append(run)
+    return out
+
+
+@callback(
+    Output("cmp-overlay", "figure"),
+    Output("cmp-params", "children"),
+    Output("cmp-diff", "children"),
+    Output("cmp-group", "figure"),
+    Output("cmp-scaling", "figure"),
+    Output("cmp-scaling-note", "children"),
+    Input("cmp-runs", "value"),
+    Input("cmp-mode", "value"),
+)
+def update(run_ids: list[int] | None, mode: str) -> tuple:
+    if not run_ids:
+        blank = empty_figure("Pick runs above: any team's runs can be compared.", height=260)
+        return (fc.overlay_figure([], mode), None, None, blank, blank, None)
+    try:
+        runs = load_runs(api_client.client(), run_ids)
+    except ApiError as exc:
+        return (
+            empty_figure(str(exc)),
+            error_box(exc),
+            None,
+            empty_figure(""),
+            empty_figure(""),
+            None,
+        )
+    params = fc.parameter_rows(runs)
+    diff = config_diff(
+        {
+            r["label"]: {
+                "hyperparameters": r.get("hyperparameters") or {},
+                "config": r.get("config") or {},
+            }
+            for r in runs
+        }
+    )
+    scaling_fig, law = fc.scaling_figure(fc.scaling_points(runs))
+    note = None
+    if law:
+        note = (
+            f"Timescale τ ∝ N^{law['alpha']:.2f} over {law['n']} runs (Nimmaturi et al.'s "
+            f"empirical size law). Since τ ∝ 1/K, the curvature scales as "
+            f"K ∝ N^{-law['alpha']:.2f}."
+        )
+    return (
+        fc.overlay_figure(runs, mode),
+        _table("cmp-params-table", params),
+        _table("cmp-diff-table", diff) if diff else html.P("The configs are identical."),
+        fc.group_size_figure(runs),
+        scaling_fig,
+        note,
+    )
+
+
+def _table(id_: str, rows: list[dict[str, Any]]) -> dash_table.DataTable | html.P:
+    if not rows:
+        return html.P("Nothing to show.", className="text-muted")
+    columns = [{"id": k, "name": k} for k in rows[0]]
+    return dash_table.DataTable(
+        id=id_, columns=columns, data=rows, page_size=30, tooltip_duration=None, **TABLE_STYLE
+    )
+
+
+# Registered last, with the layout function, because the pages are modules imported after
+# the Dash app exists rather than files of a pages folder.
+dash.register_page(
+    __name__, path="/compare", title="grposcope · compare", name="Compare", layout=layout
+)

@@ -1,0 +1,244 @@
+"""Run: the reward chart with fit, forecast and phases; stability and what-if; diagnostics;
+alerts; hyperparameters; the forecast's history and, once finished, its accuracy."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dash
+import dash_bootstrap_components as dbc
+from dash import Input, Output, Patch, State, callback, dcc, html, no_update
+from dash.exceptions import PreventUpdate
+
+from grposcope_dashboard import analysis, api_client, figures
+from grposcope_dashboard.api_client import ApiError
+from grposcope_dashboard.components import run_panels as panels
+from grposcope_dashboard.components.common import error_box, tip
+from grposcope_dashboard.pages import (
+    run_data,
+    run_slow,  # noqa: F401  (registers the slow callbacks)
+)
+
+LIVE_MS = 1000  # points appear within 2 s of ingest: one tick plus one request
+GRAPH_CONFIG = {"displaylogo": False, "responsive": True}
+
+
+def layout(run_id: str | None = None, **_: str) -> html.Div:
+    api = api_client.client()
+    try:
+        run = api.run(int(run_id or ""))
+        built = run_data.build(api, run)
+    except ValueError:
+        return dbc.Alert(f"{run_id!r} is not a run id.", color="warning")
+    except ApiError as exc:
+        if exc.status == 404:
+            return dbc.Alert(["Run not found. ", html.A("All runs", href="/")], color="warning")
+        return error_box(exc)
+    fit = built["fit"]
+    return html.Div(
+        [
+            dcc.Store(id="run-state", data=built["state"]),
+            dcc.Store(
+                id="run-slow-state",
+                data={
+                    "run_id": run["id"],
+                    "status": run["status"],
+                    "alerts": _alert_sig(run.get("alerts")),
+                },
+            ),
+            dcc.Interval(id="run-tick", interval=LIVE_MS),
+            dcc.Interval(id="run-slow-tick", interval=run_slow.SLOW_MS),
+            panels.header(run),
+            dbc.Row(panels.summary(fit, built["latest"]), id="run-summary", className="g-2 mb-3"),
+            dbc.Row(
+                [dbc.Col(_reward_card(built), lg=8), dbc.Col(_stability_card(run, fit), lg=4)],
+                className="g-3 mb-3",
+            ),
+            _card(
+                "Diagnostics",
+                dcc.Graph(id="run-diag", figure=built["diag_fig"], config=GRAPH_CONFIG),
+                tip_key="frac_zero_std",
+            ),
+            dbc.Row(
+                [
+                    dbc.Col(
+                        _card(
+                            "Alerts",
+                            html.Div(
+                                panels.alert_timeline(run.get("alerts") or []), id="run-alerts"
+                            ),
+                        ),
+                        lg=6,
+                    ),
+                    dbc.Col(_history_card(api, run), lg=6),
+                ],
+                className="g-3 mb-3",
+            ),
+            _card("Hyperparameters", panels.hyper_table(run)),
+        ]
+    )
+
+
+def _card(title: Any, body: Any, tip_key: str | None = None) -> dbc.Card:
+    head = tip(title, tip_key) if tip_key else title
+    return dbc.Card([dbc.CardHeader(head), dbc.CardBody(body)], className="mb-3")
+
+
+def _reward_card(built: dict[str, Any]) -> dbc.Card:
+    graph = dcc.Graph(id="run-reward", figure=built["reward_fig"], config=GRAPH_CONFIG)
+    legend = html.Div(
+        [
+            "Shading: ",
+            tip("slow start · rapid rise · plateau", "phases"),
+            "; dotted line: ",
+            tip("plateau", "plateau"),
+            " with its 80 % interval.",
+        ],
+        className="small text-muted",
+    )
+    return _card(f"Reward — {built['state']['reward_key'] or 'waiting for data'}", [graph, legend])
+
+
+def _stability_card(run: dict[str, Any], fit: dict[str, Any] | None) -> dbc.Card:
+    whatif = html.Div(
+        [
+            html.Hr(),
+            html.H6(tip("What if…", "whatif")),
+            panels.whatif_controls(run.get("hyperparameters") or {}),
+            html.Div(
+                html.Span(
+                    "Change a value to draw the predicted curve (green, dotted).",
+                    className="text-muted small",
+                ),
+                id="whatif-result",
+                className="mt-2",
+            ),
+        ]
+    )
+    body = [html.Div(panels.stability(fit), id="run-stability"), whatif]
+    return _card("Stability", body)
+
+
+def _history_card(api: api_client.Api, run: dict[str, Any]) -> dbc.Card:
+    fits = api.fits(run["id"])
+    evolution = dcc.Graph(
+        id="run-evolution", figure=figures.forecast_evolution_figure(fits), config=GRAPH_CONFIG
+    )
+    accuracy = None
+    if run.get("status") in ("finished", "failed"):
+        accuracy = panels.accuracy(api.forecast_accuracy(run["id"]))
+    return _card(
+        "How the plateau forecast evolved",
+        [
+            evolution,
+            html.H6("Forecast accuracy", className="mt-2"),
+            html.Div(
+                accuracy or html.P("Scored once the run is finished.", className="text-muted"),
+                id="run-accuracy-box",
+            ),
+        ],
+    )
+
+
+def _alert_sig(alerts: Any) -> str:
+    return repr([(a.get("id"), a.get("state"), a.get("severity")) for a in alerts or []])
+
+
+@callback(
+    Output("run-reward", "figure"),
+    Output("run-diag", "figure"),
+    Output("run-state", "data"),
+    Output("run-last-step", "children"),
+    Input("run-tick", "n_intervals"),
+    State("run-state", "data"),
+    prevent_initial_call=True,
+)
+def live(_: int, state: dict[str, Any]) -> tuple:
+    """Append the points since the last tick to both charts with Patch (no redraw)."""
+    api = api_client.client()
+    if not state.get("reward_key") or state["appended"] > run_data.REBUILD_AFTER:
+        return _rebuild(api, state)
+    try:
+        series = api.series(
+            state["run_id"],
+            state["keys"],
+            since_step=run_data.since_step(state),
+            max_points=run_data.MAX_POINTS,
+        )
+    except ApiError:
+        raise PreventUpdate from None
+    fresh = run_data.new_points(state, series)
+    if not fresh:
+        raise PreventUpdate
+    reward_patch, diag_patch = Patch(), Patch()
+    key = state["reward_key"]
+    smooth_new: list = []
+    if key in fresh:
+        steps, values = fresh[key]
+        smooth_new, state["tail"] = analysis.extend_trailing(state["tail"], values, state["window"])
+        _extend(reward_patch, figures.R_OBS, steps, figures.plot_values(values))
+        _extend(reward_patch, figures.R_SMOOTH, steps, smooth_new)
+        state["appended"] += len(steps)
+        state["latest"] = values[-1]
+    for index, trace_key in enumerate(state["trace_keys"]):
+        if trace_key in fresh:
+            steps, values = fresh[trace_key]
+            _extend(diag_patch, index, steps, figures.plot_values(values))
+        elif trace_key == figures.IID and key in fresh and state.get("group_size"):
+            _extend(
+                diag_patch, index, fresh[key][0], figures.iid_curve(smooth_new, state["group_size"])
+            )
+    for k, (steps, _) in fresh.items():
+        state["last"][k] = max(state["last"].get(k, -1), steps[-1])
+    last_step = max(state["last"].values())
+    return reward_patch, diag_patch, state, f"{last_step:,}"
+
+
+def _extend(patch: Patch, index: int, xs: list, ys: list) -> None:
+    patch["data"][index]["x"].extend(xs)
+    patch["data"][index]["y"].extend(ys)
+
+
+def _rebuild(api: api_client.Api, state: dict[str, Any]) -> tuple:
+    """A full read: the first data of a new run, or a line grown past REBUILD_AFTER."""
+    try:
+        run = api.run(state["run_id"])
+        built = run_data.build(api, run)
+    except ApiError:
+        raise PreventUpdate from None
+    if not built["state"]["reward_key"]:
+        raise PreventUpdate
+    last = max(built["state"]["last"].values(), default=-1)
+    return built["reward_fig"], built["diag_fig"], built["state"], f"{last:,}" if last >= 0 else "—"
+
+
+@callback(
+    Output("run-reward", "figure", allow_duplicate=True),
+    Output("whatif-result", "children"),
+    Input("whatif-lr", "value"),
+    Input("whatif-kref", "value"),
+    Input("whatif-beta1", "value"),
+    Input("whatif-g", "value"),
+    State("run-state", "data"),
+    prevent_initial_call=True,
+)
+def whatif(lr: Any, k_ref: Any, beta1: Any, group: Any, state: dict[str, Any]) -> tuple:
+    """Redraw only the what-if trace and the predicted margin."""
+    try:
+        payload = api_client.client().whatif(
+            state["run_id"], lr=lr, k_ref=k_ref, momentum=beta1, num_generations=group
+        )
+    except ApiError as exc:
+        return no_update, dbc.Alert(exc.detail, color="warning", className="small p-2")
+    patch = Patch()
+    xs, ys = analysis.curve_of(payload)
+    patch["data"][figures.R_WHATIF]["x"] = xs
+    patch["data"][figures.R_WHATIF]["y"] = figures.plot_values(ys)
+    return patch, panels.whatif_result(payload)
+
+
+# Registered last, with the layout function, because the pages are modules imported after
+# the Dash app exists rather than files of a pages folder.
+dash.register_page(
+    __name__, path_template="/runs/<run_id>", title="grposcope · run", name="Run", layout=layout
+)
