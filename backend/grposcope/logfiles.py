@@ -107,16 +107,17 @@ def _from_csv(text: str, p: Path) -> SeriesMap:
             value = _parse(cell)
             if name != "step" and value is not None:
                 rows.append((step, name, value))
-    return _collect(rows)
+    # Columns without a single value still exist (an empty series, not an unknown metric).
+    return _collect(rows, [n for n in names if n != "step"])
 
 
-def _collect(rows: list[tuple[float, str, float]]) -> SeriesMap:
-    by_key: dict[str, list[tuple[float, float]]] = {}
+def _collect(rows: list[tuple[float, str, float]], columns: list[str] | None = None) -> SeriesMap:
+    by_key: dict[str, list[tuple[float, float]]] = {name: [] for name in columns or []}
     for step, key, value in rows:
         by_key.setdefault(key, []).append((step, value))
     out: SeriesMap = {}
     for key, pairs in by_key.items():
-        arr = np.array(pairs, dtype=float)
+        arr = np.array(pairs, dtype=float).reshape(-1, 2)
         out[key] = _average_duplicates(arr[:, 0], arr[:, 1])
     return out
 

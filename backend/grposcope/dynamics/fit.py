@@ -65,7 +65,7 @@ def _scaling(series: Series) -> Scaling | str:
     sd = float(np.std(series.values))
     if span <= 0:
         return "all points are at one step"
-    if not sd > 0:
+    if not sd > 1e-12 * max(1.0, abs(float(np.mean(series.values)))):
         return "the series is constant"
     w = smoothing_width(series.values.size)
     _, smooth = moving_average(series.steps, series.values, w)

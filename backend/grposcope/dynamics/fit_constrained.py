@@ -65,6 +65,18 @@ def _eta_hb(hyper: Hyper) -> float:
     return eta
 
 
+def _stiffness_grid(hyper: Hyper) -> np.ndarray:
+    """Values of a = η_hb·K searched, kept inside the continuum's stable region (C > 0).
+
+    A run whose reward converges was not in the continuum's unstable region, and beyond it
+    the continuum solution is a growing oscillation at up to ~1 rad/step that can chase noise.
+    """
+    mu = float(hyper.momentum)
+    share = float(hyper.stale_share) * float(hyper.k_ref)
+    a_max = _A_GRID[-1] if share <= 0 else min(_A_GRID[-1], 0.999 * (1.0 - mu) / share)
+    return np.geomspace(_A_GRID[0], max(a_max, 10 * _A_GRID[0]), _A_GRID.size)
+
+
 def fit_constrained(prob: Problem, hyper: Hyper, span: float) -> ConstrainedSolution:
     """Grid over the stiffness a = η_hb·K (P*, P0 solved per point), then polish log K."""
     from grposcope.dynamics.fit_core import _project
@@ -72,7 +84,7 @@ def fit_constrained(prob: Problem, hyper: Hyper, span: float) -> ConstrainedSolu
     eta = _eta_hb(hyper)
     if not eta > 0:
         raise ValueError(f"hyper gives a non-positive heavy-ball step {eta!r}")
-    log_ks = np.log(_A_GRID / eta)
+    log_ks = np.log(_stiffness_grid(hyper) / eta)
     g = np.vstack([_unit(hyper, lk, prob.x, span) for lk in log_ks])
     p_star, p0, ssr = _project(g, prob)
     i = int(np.argmin(ssr))

@@ -1,0 +1,141 @@
+"""`grposcope fit PATH`: fit the oscillator model to a finished log (DESIGN section 4).
+
+Exit codes: 0 fitted; 1 the data cannot support a fit (too short, constant, all NaN: the
+result says "insufficient data", as JSON with --json); 2 bad input (missing file, unknown
+format, unknown metric, bad option), one line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Any
+
+from grposcope.cli.common import CliError, print_json
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "fit",
+        help="fit the damped-oscillator model to a log (CSV with a step column or "
+        "trainer_state.json)",
+        description="Fit the damped-oscillator model of GRPO reward curves to a log and "
+        "report plateau, damping, phases and (with --lr) the measured curvature and "
+        "stability margins.",
+    )
+    p.add_argument("path", metavar="PATH", help="CSV with a 'step' column, or trainer_state.json")
+    p.add_argument("--metric", help="series to fit (default: the reward column, guessed)")
+    p.add_argument("--until", type=float, metavar="STEP", help="use only steps <= STEP")
+    p.add_argument("--predict", metavar="FROM:TO", help="predict the mean metric over steps")
+    p.add_argument("--lr", type=float, help="learning rate: enables the constrained fit")
+    p.add_argument("--momentum", type=float, default=0.9, help="beta1 / momentum (0.9)")
+    p.add_argument("--k-ref", type=int, default=1, dest="k_ref",
+                   help="optimizer steps per generation batch x num_iterations (1)")
+    p.add_argument("--optimizer", choices=("adamw", "sgd"), default="adamw")
+    p.add_argument("--correction", choices=("none", "is", "is_clipped"), default="none",
+                   help="importance correction of stale samples (none)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(handler=handle)
+
+
+def _window(text: str | None) -> tuple[float, float] | None:
+    if text is None:
+        return None
+    parts = text.split(":")
+    try:
+        lo, hi = (float(x) for x in parts)
+    except ValueError:
+        raise CliError(f"--predict must be FROM:TO (two numbers), got {text!r}") from None
+    if not (math.isfinite(lo) and math.isfinite(hi)) or hi < lo:
+        raise CliError(f"--predict needs finite FROM <= TO, got {text!r}")
+    return lo, hi
+
+
+def _load(path: str, metric: str | None) -> tuple[str, Any, Any]:
+    from grposcope.logfiles import LogFormatError, guess_reward_key, read_log
+
+    try:
+        series = read_log(path)
+    except FileNotFoundError:
+        raise CliError(f"no such file: {path}") from None
+    except (LogFormatError, UnicodeError, OSError) as exc:
+        raise CliError(str(exc)) from None
+    available = ", ".join(sorted(series)) or "none"
+    key = metric or guess_reward_key(series.keys())
+    if key is None:
+        raise CliError(f"no reward column found in {path}; pass --metric (available: {available})")
+    if key not in series:
+        raise CliError(f"no metric {key!r} in {path} (available: {available})")
+    steps, values = series[key]
+    return key, steps, values
+
+
+def _hyper(args: argparse.Namespace) -> Any:
+    if args.lr is None:
+        return None
+    from grposcope.dynamics.stability import Hyper
+
+    try:
+        return Hyper(lr=args.lr, optimizer=args.optimizer, momentum=args.momentum,
+                     k_ref=args.k_ref, correction=args.correction)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+
+
+def handle(args: argparse.Namespace) -> int:
+    window = _window(args.predict)
+    hyper = _hyper(args)
+    key, steps, values = _load(args.path, args.metric)
+    if args.until is not None:
+        keep = steps <= args.until
+        steps, values = steps[keep], values[keep]
+    from grposcope.dynamics.fit import fit_series
+
+    result = fit_series(steps, values, metric=key, hyper=hyper)
+    if not result.oscillator:
+        if args.json:
+            print_json(result.to_json())
+        else:
+            print(f"grposcope: {key}: {result.message}")
+        return 1
+    payload = result.to_json(predict=window)
+    if args.json:
+        print_json(payload)
+    else:
+        print(format_human(payload))
+    return 0
+
+
+def _num(x: Any, fmt: str = ".4g") -> str:
+    return "n/a" if x is None else format(x, fmt)
+
+
+def format_human(d: dict[str, Any]) -> str:
+    """A short report of the fit for people."""
+    o, e, pl, ph = d["oscillator"], d["single_exponential"], d["plateau"], d["phases"]
+    lines = [
+        f"{d['metric']}: {d['n_points']} points, steps {_num(d['first_step'], 'g')}–"
+        f"{_num(d['last_step'], 'g')}  [{d['status']}]",
+        f"oscillator: p*={_num(o['p_star'])} p0={_num(o['p0'])} omega0={_num(o['omega0'])} "
+        f"zeta={_num(o['zeta'], '.3f')} ({d['regime']})  R2={_num(o['r2'], '.3f')} "
+        f"R2_smoothed={_num(o['r2_smoothed'], '.3f')} AIC={_num(o['aic'], '.1f')}",
+        f"single exponential: p*={_num(e['p_star'])} rate={_num(e['rate'])}  "
+        f"R2_smoothed={_num(e['r2_smoothed'], '.3f')} AIC={_num(e['aic'], '.1f')}",
+        f"plateau: {_num(pl['value'])} (80 %: {_num(pl['lo'])} to {_num(pl['hi'])})",
+        f"phases: slow start ends at step {_num(ph['slow_start_end'], '.0f')}, plateau from "
+        f"step {_num(ph['plateau_start'], '.0f')} ({_num(d['steps_to_plateau'], '.0f')} steps "
+        "after the last one)",
+    ]
+    if "prediction" in d:
+        p = d["prediction"]
+        lines.append(f"prediction, mean over steps {p['from']:g}–{p['to']:g}: {_num(p['mean'])} "
+                     f"(80 %: {_num(p['lo'])} to {_num(p['hi'])})")
+    if "constrained" in d:
+        c = d["constrained"]
+        lines.append(f"constrained: K={_num(c['K'])} M={_num(c['M'])} C={_num(c['C'])} "
+                     f"K_eff={_num(c['K_eff'])} zeta={_num(c['zeta'], '.3f')} ({c['regime']})  "
+                     f"margin continuum={_num(c['margin_continuum'], '.3f')} "
+                     f"exact={_num(c['margin_exact'], '.3f')}")
+        if c.get("note"):
+            lines.append(f"  {c['note']}")
+    return "\n".join(lines)

@@ -1,0 +1,105 @@
+"""`grposcope fit`: the JSON contract, human output, and one-line errors with exit codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from grposcope.cli.main import main
+from grposcope.dynamics.model import trajectory
+
+
+@pytest.fixture()
+def log_csv(tmp_path: Path) -> Path:
+    rng = np.random.default_rng(0)
+    t = np.arange(1, 201)
+    y = trajectory(t, 1.0, 0.1, 0.03, 0.6) + rng.normal(0, 0.05, t.size)
+    p = tmp_path / "run.csv"
+    rows = ["step,loss,train/reward"] + [f"{s},0.1,{v}" for s, v in zip(t, y, strict=True)]
+    p.write_text("\n".join(rows) + "\n")
+    return p
+
+
+def _json(capsys) -> dict:
+    return json.loads(capsys.readouterr().out)
+
+
+def test_json_contract(log_csv: Path, capsys) -> None:
+    assert main(["fit", str(log_csv), "--predict", "150:200", "--json"]) == 0
+    out = _json(capsys)
+    assert out["metric"] == "train/reward" and out["n_points"] == 200
+    assert {"oscillator", "single_exponential", "regime", "plateau", "phases",
+            "prediction"} <= set(out)
+    assert out["prediction"]["from"] == 150 and out["prediction"]["to"] == 200
+    assert "constrained" not in out
+
+
+def test_until_and_hyperparameters(log_csv: Path, capsys) -> None:
+    args = ["fit", str(log_csv), "--until", "120", "--lr", "5e-6", "--k-ref", "2", "--json"]
+    assert main(args) == 0
+    out = _json(capsys)
+    assert out["n_points"] == 120 and out["last_step"] == 120
+    c = out["constrained"]
+    assert {"K", "margin_continuum", "margin_exact", "M", "C", "K_eff"} <= set(c)
+    assert c["K"] > 0
+
+
+def test_human_output(log_csv: Path, capsys) -> None:
+    assert main(["fit", str(log_csv), "--predict", "200:300"]) == 0
+    text = capsys.readouterr().out
+    assert "oscillator:" in text and "plateau:" in text and "prediction" in text
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["missing.csv"], "no such file"),
+        (["{log}", "--metric", "nope"], "available: loss, train/reward"),
+        (["{log}", "--predict", "9"], "FROM:TO"),
+        (["{log}", "--predict", "9:3"], "FROM <= TO"),
+        (["{log}", "--lr", "-1"], "lr must be"),
+    ],
+)
+def test_errors_are_one_line(log_csv: Path, capsys, args: list[str], message: str) -> None:
+    argv = ["fit"] + [a.replace("{log}", str(log_csv)) for a in args]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and "\n" not in err and "Traceback" not in err
+
+
+def test_not_a_log(tmp_path: Path, capsys) -> None:
+    p = tmp_path / "notes.txt"
+    p.write_text("hello\nworld\n")
+    assert main(["fit", str(p)]) == 2
+    assert "neither a trainer_state.json nor a CSV" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "body",
+    ["step,reward\n1,0.5\n2,0.5\n3,0.5\n4,0.5\n5,0.5\n6,0.5\n7,0.5\n8,0.5\n9,0.5\n",
+     "step,reward\n1,nan\n2,nan\n3,nan\n",
+     "step,reward\n1,0.1\n2,0.2\n",
+     "step,reward\n"],
+)
+def test_insufficient_data(tmp_path: Path, capsys, body: str) -> None:
+    p = tmp_path / "short.csv"
+    p.write_text(body)
+    assert main(["fit", str(p)]) == 1
+    assert "insufficient data" in capsys.readouterr().out
+    assert main(["fit", str(p), "--json"]) == 1
+    out = _json(capsys)
+    assert out["status"] == "insufficient_data" and out["oscillator"] is None
+
+
+def test_trainer_state_and_real_log(tmp_path: Path, capsys, real_logs: Path) -> None:
+    src = real_logs / "cs336_damek_qwen25math15b_gsm8k_r1zero_G8.csv"
+    assert main(["fit", str(src), "--json"]) == 0
+    assert _json(capsys)["metric"] == "train/answer_reward"
+    state = {"log_history": [{"step": s, "reward": 1 - 0.9 ** s} for s in range(1, 40)]}
+    p = tmp_path / "trainer_state.json"
+    p.write_text(json.dumps(state))
+    assert main(["fit", str(p), "--json"]) == 0
+    assert _json(capsys)["plateau"]["value"] == pytest.approx(1.0, abs=0.05)

@@ -1,0 +1,196 @@
+"""The fitter against known truth (seeded synthetic curves) and its contracts on bad data."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from grposcope.dynamics.fit import MIN_POINTS, fit_series
+from grposcope.dynamics.model import plateau_s, trajectory
+from grposcope.dynamics.stability import Hyper, continuum_coefficients
+
+RANGE = 0.8  # p* − p0 of the synthetic curves
+NOISE = 0.05 * RANGE
+
+
+def _curve(zeta: float, seed: int, n: int = 400, noise: float = NOISE) -> tuple:
+    """A curve whose window shows the plateau (and >1 period when oscillatory)."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(1, n + 1, dtype=float)
+    omega0 = max(1.5 * plateau_s(zeta), 10.0) / n
+    y = trajectory(t, 1.0, 0.2, omega0, zeta) + rng.normal(0, noise, n)
+    return t, y, omega0
+
+
+@pytest.mark.parametrize("zeta", [0.15, 0.3, 0.6, 1.0, 1.6])
+def test_recovers_plateau_and_damping(zeta: float) -> None:
+    p_err, z_err = [], []
+    for seed in range(6):
+        t, y, _ = _curve(zeta, seed)
+        fit = fit_series(t, y)
+        assert fit.success, fit.message
+        p_err.append(abs(fit.oscillator.p_star - 1.0) / RANGE)
+        z_err.append(abs(fit.oscillator.zeta - zeta) / zeta)
+    assert max(p_err) < 0.02  # p* within 2 % of the reward range, every seed
+    assert np.median(z_err) < 0.15  # zeta within 15 % (median over seeds)
+
+
+def test_regime_and_phases_follow_the_truth() -> None:
+    t, y, omega0 = _curve(0.3, seed=1)
+    fit = fit_series(t, y)
+    assert fit.regime == "oscillatory"
+    true_plateau = plateau_s(0.3) / omega0
+    assert fit.phases[1] == pytest.approx(true_plateau, rel=0.1)
+    t, y, _ = _curve(2.5, seed=1)
+    assert fit_series(t, y).regime == "overdamped"
+
+
+def test_plateau_interval_contains_truth_mostly() -> None:
+    hits = 0
+    for seed in range(20):
+        t, y, _ = _curve(0.6, seed, n=200, noise=0.15)
+        pl = fit_series(t, y).plateau
+        hits += pl.lo <= 1.0 <= pl.hi
+    assert 12 <= hits <= 20  # nominal 80 %: 16 of 20
+
+
+def test_outliers_do_not_move_the_plateau() -> None:
+    t, y, _ = _curve(0.6, seed=3)
+    y = y.copy()
+    y[::25] += 3.0  # one wild batch in 25
+    assert abs(fit_series(t, y).oscillator.p_star - 1.0) < 0.05 * RANGE
+
+
+def test_oscillator_beats_exponential_on_oscillator_data() -> None:
+    t, y, _ = _curve(0.3, seed=2)
+    fit = fit_series(t, y)
+    assert fit.oscillator.aic < fit.single_exponential.aic
+    assert fit.oscillator.r2_smoothed > 0.95
+    assert fit.oscillator.r2_smoothed > fit.oscillator.r2  # smoothing removes the noise
+
+
+def test_nan_values_dropped_unsorted_and_duplicates_averaged() -> None:
+    t, y, _ = _curve(0.6, seed=4)
+    base = fit_series(t, y)
+    order = np.random.default_rng(0).permutation(t.size)
+    t2 = np.concatenate([t[order], [t[10], t[20]]])
+    y2 = np.concatenate([y[order], [y[10], y[20]]])  # duplicates with equal values
+    t2 = np.concatenate([t2, [500.5, 501.5]])
+    y2 = np.concatenate([y2, [np.nan, np.inf]])
+    fit = fit_series(t2, y2)
+    assert fit.n_points == t.size
+    # a duplicated step counts twice (its mean has half the noise), so the fit moves a hair
+    assert fit.oscillator.p_star == pytest.approx(base.oscillator.p_star, rel=1e-3)
+
+
+@pytest.mark.parametrize(
+    ("steps", "values", "why"),
+    [
+        (np.arange(5.0), np.arange(5.0), "distinct finite steps"),
+        (np.arange(20.0), np.full(20, 0.7), "constant"),
+        (np.arange(20.0), np.full(20, np.nan), "0 distinct"),
+        (np.array([]), np.array([]), "0 distinct"),
+    ],
+)
+def test_insufficient_data_is_reported_not_raised(steps, values, why: str) -> None:
+    fit = fit_series(steps, values)
+    assert fit.status == "insufficient_data" and not fit.success
+    assert why in fit.message
+    assert fit.oscillator is None
+    json.dumps(fit.to_json(), allow_nan=False)
+
+
+def test_bad_input_raises_naming_the_argument() -> None:
+    with pytest.raises(ValueError, match="steps"):
+        fit_series([1.0, np.nan, 3.0], [1.0, 2.0, 3.0])
+    with pytest.raises(ValueError, match="differ in length"):
+        fit_series([1.0, 2.0], [1.0])
+    with pytest.raises(ValueError, match="max_points"):
+        fit_series(np.arange(20.0), np.arange(20.0), max_points=2)
+
+
+def test_minimum_points_fit() -> None:
+    t = np.arange(1.0, MIN_POINTS + 1)
+    fit = fit_series(t, np.sqrt(t))
+    assert fit.oscillator is not None and math.isfinite(fit.oscillator.p_star)
+
+
+def test_warm_start_matches_cold_fit() -> None:
+    t, y, _ = _curve(0.6, seed=5)
+    first = fit_series(t[:390], y[:390])
+    cold = fit_series(t, y)
+    warm = fit_series(t, y, warm=first)
+    assert warm.success
+    assert warm.oscillator.p_star == pytest.approx(cold.oscillator.p_star, abs=0.01 * RANGE)
+    assert warm.oscillator.zeta == pytest.approx(cold.oscillator.zeta, rel=0.05)
+
+
+def test_binning_keeps_the_answer() -> None:
+    rng = np.random.default_rng(6)
+    t = np.arange(1, 20001, dtype=float)
+    y = trajectory(t, 1.0, 0.2, 12 / t.size, 0.5) + rng.normal(0, 0.3, t.size)
+    binned = fit_series(t, y)
+    full = fit_series(t, y, max_points=t.size)
+    assert binned.oscillator.p_star == pytest.approx(full.oscillator.p_star, abs=0.01)
+    assert binned.oscillator.zeta == pytest.approx(full.oscillator.zeta, rel=0.05)
+
+
+def test_optional_start_offset() -> None:
+    rng = np.random.default_rng(7)
+    t = np.arange(1, 301, dtype=float)
+    y = trajectory(t, 1.0, 0.2, 0.05, 0.8, t0=60.0) + rng.normal(0, 0.03, t.size)
+    fit = fit_series(t, y, fit_t0=True)
+    assert fit.oscillator.t0 == pytest.approx(60.0, abs=6.0)
+    assert fit.oscillator.zeta == pytest.approx(0.8, rel=0.15)
+
+
+def test_constrained_fit_measures_k() -> None:
+    hyper = Hyper(lr=5e-6, momentum=0.9, k_ref=2)
+    k_true = 4000.0
+    co = continuum_coefficients(hyper, k_true)
+    rng = np.random.default_rng(8)
+    t = np.arange(1, 401, dtype=float)
+    y = trajectory(t, 1.0, 0.2, co.omega0, co.zeta) + rng.normal(0, NOISE, t.size)
+    fit = fit_series(t, y, hyper=hyper)
+    c = fit.constrained
+    assert c is not None
+    assert c.K == pytest.approx(k_true, rel=0.1)
+    assert c.M == pytest.approx(co.M, rel=0.01) and c.K_eff == pytest.approx(co.K_eff, rel=0.1)
+    assert 0 < c.margin_continuum < 1 and c.margin_exact <= 1
+    out = fit.to_json()["constrained"]
+    assert set(out) >= {"K", "margin_continuum", "margin_exact", "M", "C", "K_eff"}
+
+
+def test_json_contract() -> None:
+    t, y, _ = _curve(0.6, seed=9)
+    y[5] = np.nan
+    out = fit_series(t, y, metric="train/reward").to_json(predict=(400, 500))
+    text = json.dumps(out, allow_nan=False)  # valid JSON, no NaN literals
+    assert json.loads(text) == out
+    assert {"n_points", "metric", "oscillator", "single_exponential", "regime", "plateau",
+            "phases", "prediction"} <= set(out)
+    assert set(out["oscillator"]) >= {"p_star", "p0", "omega0", "zeta", "r2", "r2_smoothed", "aic"}
+    assert set(out["single_exponential"]) >= {"p_star", "p0", "rate", "r2", "r2_smoothed", "aic"}
+    assert set(out["plateau"]) == {"value", "lo", "hi"}
+    assert set(out["phases"]) == {"slow_start_end", "plateau_start"}
+    assert set(out["prediction"]) == {"from", "to", "mean", "lo", "hi"}
+    assert out["regime"] in {"overdamped", "critically_damped", "oscillatory", "unstable"}
+    assert out["metric"] == "train/reward" and out["n_points"] == 399
+    assert out["plateau"]["lo"] <= out["plateau"]["value"] <= out["plateau"]["hi"]
+    band = out["forecast"]
+    assert len(band["step"]) == len(band["mean"]) == len(band["lo"]) == len(band["hi"])
+
+
+def test_real_logs_fit_without_errors(real_logs) -> None:
+    from grposcope.logfiles import guess_reward_key, read_log
+
+    for path in sorted(real_logs.glob("*.csv")):
+        series = read_log(path)
+        steps, values = series[guess_reward_key(series.keys())]
+        fit = fit_series(steps, values)
+        assert fit.success, (path.name, fit.message)
+        assert fit.oscillator.r2_smoothed > 0.5, path.name
+        json.dumps(fit.to_json(predict=(steps[-1], steps[-1] + 50)), allow_nan=False)

@@ -1,0 +1,141 @@
+"""Forecasts (window means, intervals, shrinkage, plateau arrival, compute) and what-if."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from grposcope.dynamics.fit import fit_series
+from grposcope.dynamics.fit_priors import MODEL_WEIGHT
+from grposcope.dynamics.forecast import (
+    compute_budget,
+    forecast_band,
+    predict_window,
+    steps_to_plateau,
+)
+from grposcope.dynamics.model import trajectory
+from grposcope.dynamics.stability import Hyper, continuum_coefficients
+from grposcope.dynamics.whatif import what_if
+
+
+def _run(seed: int, n: int = 300, zeta: float = 0.8, noise: float = 0.1) -> tuple:
+    rng = np.random.default_rng(seed)
+    t = np.arange(1, n + 1, dtype=float)
+    y = trajectory(t, 1.0, 0.0, 0.02, zeta) + rng.normal(0, noise, n)
+    return t, y
+
+
+def test_window_prediction_tracks_the_truth_and_covers_it() -> None:
+    hits, errors = 0, []
+    for seed in range(20):
+        t, y = _run(seed)
+        fit = fit_series(t[:150], y[:150])
+        pred = predict_window(fit, 250, 300)
+        truth = y[249:].mean()
+        errors.append(abs(pred.mean - truth))
+        assert pred.lo < pred.mean < pred.hi
+        hits += pred.lo <= truth <= pred.hi
+    # range p* − p0 = 1; the 50 % pull toward the recent level (chosen on real runs) costs bias here
+    assert np.median(errors) < 0.15 and max(errors) < 0.35
+    assert hits >= 14  # nominal 80 % (16/20); the intervals must not be far too narrow
+
+
+def test_weak_fit_shrinks_to_recent_level() -> None:
+    rng = np.random.default_rng(1)
+    t = np.arange(1, 201, dtype=float)
+    y = rng.normal(0.4, 0.3, t.size)  # no trend: the fit explains nothing
+    fit = fit_series(t, y)
+    pred = predict_window(fit, 300, 400)
+    assert pred.weight < 0.2
+    assert pred.mean == pytest.approx(fit.recent_level, abs=0.05)
+
+
+def test_good_fit_uses_the_curve() -> None:
+    t, y = _run(2, noise=0.02)
+    fit = fit_series(t[:120], y[:120])
+    pred = predict_window(fit, 250, 300)
+    assert pred.weight == pytest.approx(MODEL_WEIGHT)
+    assert pred.mean > fit.recent_level  # still rising: the forecast goes above the last level
+
+
+def test_interval_widens_with_distance() -> None:
+    t, y = _run(3)
+    fit = fit_series(t[:150], y[:150])
+    near = predict_window(fit, 150, 170)
+    far = predict_window(fit, 500, 520)
+    assert far.hi - far.lo > near.hi - near.lo
+
+
+def test_predict_window_rejects_bad_windows() -> None:
+    t, y = _run(4)
+    fit = fit_series(t, y)
+    with pytest.raises(ValueError, match="window"):
+        predict_window(fit, 10, 5)
+    with pytest.raises(ValueError, match="no fitted curve"):
+        predict_window(fit_series(t[:3], y[:3]), 10, 20)
+
+
+def test_plateau_arrival_and_compute_budget() -> None:
+    t, y = _run(5, noise=0.02)
+    early = fit_series(t[:150], y[:150])
+    late = fit_series(t, y)
+    assert steps_to_plateau(early) > 0
+    assert steps_to_plateau(late) == 0.0
+    plateau = late.phases[1]
+    budget = compute_budget(late, total_steps=600)
+    assert budget["useful_steps"] == 0.0
+    assert budget["wasted_so_far"] == pytest.approx(300 - plateau)
+    assert budget["wasted_planned"] == pytest.approx(300)
+    assert budget["saving_fraction"] == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="total_steps"):
+        compute_budget(late, total_steps=10)
+
+
+def test_forecast_band_shape() -> None:
+    t, y = _run(6)
+    band = forecast_band(fit_series(t, y), horizon=900)
+    assert band.steps[0] == 1 and band.steps[-1] == 900
+    assert all(lo <= m <= hi for lo, m, hi in zip(band.lo, band.mean, band.hi, strict=True))
+
+
+def _constrained_fit(k_ref: int = 1):
+    hyper = Hyper(lr=5e-6, momentum=0.9, k_ref=k_ref)
+    co = continuum_coefficients(hyper, 4000.0)
+    rng = np.random.default_rng(7)
+    t = np.arange(1, 401, dtype=float)
+    y = trajectory(t, 1.0, 0.2, co.omega0, co.zeta) + rng.normal(0, 0.04, t.size)
+    return fit_series(t, y, hyper=hyper)
+
+
+def test_what_if_larger_k_ref_erodes_damping_and_margin() -> None:
+    fit = _constrained_fit()
+    base = what_if(fit)
+    assert base.K == fit.constrained.K
+    bigger = what_if(fit, k_ref=8)
+    assert bigger.zeta < base.zeta
+    assert bigger.margin_continuum < base.margin_continuum
+    assert bigger.margin_exact < 1.0
+    unstable = what_if(fit, k_ref=64)
+    assert unstable.regime == "unstable" and unstable.margin_continuum < 0
+
+
+def test_what_if_lr_and_group_size() -> None:
+    fit = _constrained_fit()
+    faster = what_if(fit, lr=1e-5)
+    base = what_if(fit)
+    assert faster.omega0 > base.omega0
+    assert faster.plateau_start < base.plateau_start
+    assert what_if(fit, group_size=16, current_group_size=4).spread_ratio == pytest.approx(0.5)
+    assert base.values[0] == pytest.approx(fit.constrained.p0)
+    out = base.to_json()
+    assert out["hyperparameters"]["lr"] == 5e-6 and len(out["steps"]) == len(out["values"])
+
+
+def test_what_if_needs_the_constrained_fit() -> None:
+    t, y = _run(8)
+    with pytest.raises(ValueError, match="constrained"):
+        what_if(fit_series(t, y), lr=1e-5)
+    with pytest.raises(ValueError, match="current_group_size"):
+        what_if(_constrained_fit(), group_size=8)
+    with pytest.raises(ValueError, match="lr"):
+        what_if(_constrained_fit(), lr=-1.0)
