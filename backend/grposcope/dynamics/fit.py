@@ -15,6 +15,7 @@ widened for residual excess and lag-1 autocorrelation, which the forecasts use.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -55,7 +56,7 @@ MAX_POINTS = 400  # bins for the optimiser; quality statistics use every point
 RECENT_FRACTION = 0.1  # the "recent level": mean of the last 10 % of points (≥ 3)
 
 
-def _scaling(series: Series) -> Scaling | str:
+def _scaling(series: Series, smooth: np.ndarray) -> Scaling | str:
     """Normalisation; a string says why the series cannot be fitted."""
     first, last = float(series.steps[0]), float(series.steps[-1])
     # Time runs from training start (step 0) when the log covers it, else from the first
@@ -67,8 +68,6 @@ def _scaling(series: Series) -> Scaling | str:
         return "all points are at one step"
     if not sd > 1e-12 * max(1.0, abs(float(np.mean(series.values)))):
         return "the series is constant"
-    w = smoothing_width(series.values.size)
-    _, smooth = moving_average(series.steps, series.values, w)
     if smooth.size < 2:
         smooth = series.values
     center = float(np.median(series.values))
@@ -78,10 +77,11 @@ def _scaling(series: Series) -> Scaling | str:
     return Scaling(origin=origin, span=span, center=center, scale=sd, lo=lo, hi=hi)
 
 
-def _problem(series: Series, sc: Scaling, priors: Priors, max_points: int) -> core.Problem:
+def _problem(
+    series: Series, sc: Scaling, priors: Priors, max_points: int, noise_sd: float
+) -> core.Problem:
     binned = bin_series(series, max_points)
-    noise = robust_noise(series.values) / sc.scale
-    noise = max(noise, 1e-3)
+    noise = max(noise_sd / sc.scale, 1e-3)
     return core.Problem(
         x=(binned.steps - sc.origin) / sc.span,
         y=(binned.values - sc.center) / sc.scale,
@@ -92,11 +92,20 @@ def _problem(series: Series, sc: Scaling, priors: Priors, max_points: int) -> co
     )
 
 
-def _quality(series: Series, predicted: np.ndarray, n_params: int) -> tuple[float, float, float]:
+@dataclass(frozen=True)
+class _Data:
+    """The prepared series with what every stage needs, computed once."""
+
+    series: Series
+    centres: np.ndarray  # steps and values of the centred moving average (DESIGN 2.4)
+    smooth: np.ndarray
+    noise_sd: float
+
+
+def _quality(data: _Data, predicted: np.ndarray, n_params: int) -> tuple[float, float, float]:
     """(R² raw, R² smoothed, AIC) on the prepared (unbinned) series."""
+    series, centres, smooth = data.series, data.centres, data.smooth
     resid = series.values - predicted
-    w = smoothing_width(series.values.size)
-    centres, smooth = moving_average(series.steps, series.values, w)
     r2s = float("nan")
     if smooth.size >= 3:
         fitted = np.interp(centres, series.steps, predicted)
@@ -120,18 +129,22 @@ def _warm_theta(warm: FitResult, sc: Scaling, fit_t0: bool) -> np.ndarray | None
 
 
 def _oscillator(
-    series: Series, sc: Scaling, prob: core.Problem, warm: FitResult | None, fit_t0: bool
+    data: _Data, sc: Scaling, prob: core.Problem, warm: FitResult | None, fit_t0: bool
 ) -> tuple[OscillatorFit, core.Solution, np.ndarray | None]:
     start = _warm_theta(warm, sc, fit_t0) if warm is not None else None
     starts = [start] if start is not None else core.oscillator_starts(prob, fit_t0)
-    sol = core.solve(core.oscillator_residuals, core.oscillator_jacobian, starts, prob, 3)
+    # From a previous fit the optimum is a few steps away: a short leash keeps refits cheap.
+    nfev = 25 if start is not None else 60
+    sol = core.solve(
+        core.oscillator_residuals, core.oscillator_jacobian, starts, prob, 3, max_nfev=nfev
+    )
     th = sol.theta
     omega0 = 1.0 / (math.exp(th[2]) * sc.span)
     t0 = sc.origin + (th[4] * sc.span if th.size > 4 else 0.0)
     p_star, p0 = sc.value(th[0]), sc.value(th[1])
     zeta = math.exp(th[3])
-    pred = trajectory(series.steps, p_star, p0, omega0, zeta, t0)
-    r2, r2s, a = _quality(series, pred, th.size)
+    pred = trajectory(data.series.steps, p_star, p0, omega0, zeta, t0)
+    r2, r2s, a = _quality(data, pred, th.size)
     # Inflate the data's noise for misfit (median squared residual vs χ²₁'s 0.455) and for
     # lag-1 autocorrelation of the residuals (AR(1) variance of a mean).
     r = sol.residuals
@@ -142,7 +155,7 @@ def _oscillator(
     return fit, sol, cov
 
 
-def _exponential(series: Series, sc: Scaling, prob: core.Problem) -> ExponentialFit:
+def _exponential(data: _Data, sc: Scaling, prob: core.Problem) -> ExponentialFit:
     sol = core.solve(
         core.exponential_residuals,
         core.exponential_jacobian,
@@ -153,19 +166,19 @@ def _exponential(series: Series, sc: Scaling, prob: core.Problem) -> Exponential
     th = sol.theta
     rate = 1.0 / (math.exp(th[2]) * sc.span)
     p_star, p0 = sc.value(th[0]), sc.value(th[1])
-    pred = single_exponential(series.steps, p_star, p0, rate, sc.origin)
-    r2, r2s, a = _quality(series, pred, 3)
+    pred = single_exponential(data.series.steps, p_star, p0, rate, sc.origin)
+    r2, r2s, a = _quality(data, pred, 3)
     return ExponentialFit(p_star, p0, rate, sc.origin, r2, r2s, a)
 
 
-def _constrained(series: Series, sc: Scaling, prob: core.Problem, hyper: Hyper) -> ConstrainedFit:
+def _constrained(data: _Data, sc: Scaling, prob: core.Problem, hyper: Hyper) -> ConstrainedFit:
     from grposcope.dynamics.fit_constrained import fit_constrained
     from grposcope.dynamics.stability import continuum_margin, exact_stability
 
     sol = fit_constrained(prob, hyper, sc.span)
     p_star, p0 = sc.value(sol.p_star_n), sc.value(sol.p0_n)
-    pred = trajectory(series.steps, p_star, p0, sol.omega0, sol.zeta, sc.origin)
-    _, r2s, a = _quality(series, pred, 3)
+    pred = trajectory(data.series.steps, p_star, p0, sol.omega0, sol.zeta, sc.origin)
+    _, r2s, a = _quality(data, pred, 3)
     exact = exact_stability(hyper, sol.k)
     return ConstrainedFit(
         K=sol.k,
@@ -218,13 +231,15 @@ def fit_series(
     n = series.values.size
     if n < MIN_POINTS:
         return insufficient(metric, series, f"{n} distinct finite steps, need {MIN_POINTS}")
-    sc = _scaling(series)
+    centres, smooth = moving_average(series.steps, series.values, smoothing_width(n))
+    data = _Data(series, centres, smooth, robust_noise(series.values))
+    sc = _scaling(series, smooth)
     if isinstance(sc, str):
         return insufficient(metric, series, sc)
-    prob = _problem(series, sc, priors, max_points)
-    osc, sol, cov = _oscillator(series, sc, prob, warm, fit_t0)
-    exp_fit = _exponential(series, sc, prob)
-    constrained = _constrained(series, sc, prob, hyper) if hyper is not None else None
+    prob = _problem(series, sc, priors, max_points, data.noise_sd)
+    osc, sol, cov = _oscillator(data, sc, prob, warm, fit_t0)
+    exp_fit = _exponential(data, sc, prob)
+    constrained = _constrained(data, sc, prob, hyper) if hyper is not None else None
     sd_star = sc.scale * math.sqrt(cov[0, 0]) if cov is not None else float("inf")
     half = Z80 * sd_star
     slow_end, plateau_start = phases(osc.omega0, osc.zeta, osc.t0)
@@ -247,7 +262,7 @@ def fit_series(
         scaling=sc,
         theta=tuple(float(v) for v in sol.theta),
         covariance=None if cov is None else tuple(tuple(float(v) for v in row) for row in cov),
-        noise_sd=robust_noise(series.values),
+        noise_sd=data.noise_sd,
         autocorrelation=lag1_autocorrelation(sol.residuals),
         recent_level=float(np.mean(series.values[-k:])),
         n_recent=k,

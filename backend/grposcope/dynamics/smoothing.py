@@ -41,8 +41,9 @@ def prepare(steps: ArrayLike, values: ArrayLike) -> Series:
         raise ValueError("steps contains non-finite entries")
     ok = np.isfinite(v)
     s, v = s[ok], v[ok]
-    order = np.argsort(s, kind="stable")
-    s, v = s[order], v[order]
+    if s.size > 1 and not np.all(s[1:] > s[:-1]):  # logs are usually sorted already
+        order = np.argsort(s, kind="stable")
+        s, v = s[order], v[order]
     if s.size and np.any(np.diff(s) == 0):
         uniq, inverse, counts = np.unique(s, return_inverse=True, return_counts=True)
         sums = np.bincount(inverse, weights=v)
