@@ -119,7 +119,7 @@ class FitWorker:
             cutoff = utcnow() - timedelta(seconds=limit)
             query = select(Run).where(Run.status == "running", Run.last_seen_at < cutoff)
             if session.get_bind().dialect.name == "postgresql":
-                query = query.with_for_update(skip_locked=True)
+                query = query.with_for_update(skip_locked=True, of=Run)
             n = 0
             for run in session.scalars(query.limit(200)).all():
                 outcome = stall_outcome(run, rules_config(session, run.project_id),
