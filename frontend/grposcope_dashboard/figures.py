@@ -326,6 +326,10 @@ def diagnostics_figure(
     from plotly.subplots import make_subplots
 
     titles = [p["title"] + ("" if p["keys"] else " — not logged") for p in panels]
+    titles = [
+        t + (" (no eval series)" if t == "Train vs eval" and len(p["keys"]) < 2 else "")
+        for t, p in zip(titles, panels, strict=True)
+    ]
     fig = make_subplots(
         rows=2, cols=3, subplot_titles=titles, horizontal_spacing=0.07, vertical_spacing=0.16
     )

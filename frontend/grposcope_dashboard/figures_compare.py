@@ -147,7 +147,9 @@ def group_size_figure(runs: Sequence[Mapping[str, Any]]) -> go.Figure:
     )
     fig.update_xaxes(title_text="step", row=1, col=1)
     fig.update_xaxes(showticklabels=False, row=1, col=2)
-    return base_layout(fig, height=340, hovermode="closest")
+    base_layout(fig, height=340, hovermode="closest")
+    fig.update_layout(legend={"y": -0.25, "yanchor": "top"}, margin={"t": 40, "b": 70})
+    return fig
 
 
 def scaling_points(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

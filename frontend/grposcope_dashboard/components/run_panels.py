@@ -152,7 +152,7 @@ def whatif_controls(hyper: Mapping[str, Any]) -> dbc.Row:
                 dbc.Label(label, className="small mb-0"),
                 dbc.Input(id=id_, type="number", value=value, step=step_, size="sm", debounce=True),
             ],
-            xs=6,
+            width=6,
             md=3,
         )
 

@@ -27,7 +27,8 @@ def build(api: Api, run: dict[str, Any]) -> dict[str, Any]:
     alerts = run.get("alerts") or []
     group_size = (run.get("hyperparameters") or {}).get("num_generations")
     reward = series.get(reward_key) or {"steps": [], "values": []}
-    window = analysis.smooth_window(len(reward["steps"]))
+    # DESIGN 2.4's width, but at least 9 on screen: a fresh run's w=3 line is mostly noise.
+    window = max(analysis.smooth_window(len(reward["steps"])), 9)
     smooth = analysis.centred_average(analysis.floats(reward["values"]), window).tolist()
     if reward_key:
         reward_fig = figures.reward_figure(
