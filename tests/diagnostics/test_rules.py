@@ -1,0 +1,174 @@
+"""The pure rules on synthetic series with a known answer, and the hysteresis."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from grposcope.diagnostics import RunData, evaluate_all, validate_params
+from grposcope.diagnostics.data import FitPoint
+from grposcope.diagnostics.engine import evaluate
+from grposcope.diagnostics.hysteresis import episodes
+from grposcope.diagnostics.params import defaults
+from grposcope.diagnostics.types import Trace
+
+RNG = np.random.default_rng(0)
+
+
+def _trace(levels, steps=None, instant=None):
+    levels = np.asarray(levels, dtype=np.int8)
+    steps = np.arange(1, levels.size + 1) if steps is None else np.asarray(steps)
+    inst = np.zeros(levels.size, dtype=bool) if instant is None else np.asarray(instant)
+    return Trace(steps, levels, inst, lambda i: {"i": i})
+
+
+def test_hysteresis_opens_after_window_and_resolves_after_window():
+    levels = [0] * 5 + [2] * 3 + [0] * 2 + [2] * 6 + [0] * 3 + [0] * 5
+    eps = episodes(_trace(levels), open_window=5, resolve_window=5)
+    assert [(e.opened_step, e.resolved_step) for e in eps] == [(15, 21)]
+    assert episodes(_trace([2] * 3), 5, 5) == []  # held 3 steps: not yet
+
+
+def test_hysteresis_sparse_checkpoints_use_steps_not_points():
+    eps = episodes(_trace([0, 2, 2], steps=[0, 50, 100]), open_window=40, resolve_window=40)
+    assert eps[0].opened_step == 50 and eps[0].resolved_step is None
+
+
+def test_instant_condition_opens_at_once_and_severity_follows_latest():
+    eps = episodes(_trace([3, 2, 2], instant=[True, False, False]), 10, 10)
+    assert eps[0].opened_step == 1 and eps[0].severity == "warning"
+
+
+def _curve(n=200, p0=0.1, p_star=0.8, rate=0.04, noise=0.02):
+    s = np.arange(1, n + 1)
+    return s, p_star - (p_star - p0) * np.exp(-rate * s) + RNG.normal(0, noise, n)
+
+
+def test_reward_hacking_unavailable_without_eval_and_fires_on_decoupling():
+    s, v = _curve()
+    out = evaluate(
+        "reward_hacking", RunData({"reward": (s, v)}, "reward"), defaults("reward_hacking")
+    )
+    assert out.status == "unavailable" and "eval" in out.reason
+    es = s[::10]
+    following = v[::10] * 0.9
+    data = RunData({"reward": (s, v), "eval_reward": (es, following)}, "reward", "eval_reward")
+    assert evaluate("reward_hacking", data, defaults("reward_hacking")).status == "ok"
+    decoupled = np.where(es < 80, following, following[7] - 0.004 * (es - 80))
+    data = RunData({"reward": (s, v), "eval_reward": (es, decoupled)}, "reward", "eval_reward")
+    out = evaluate("reward_hacking", data, defaults("reward_hacking"))
+    assert out.status == "firing" and out.current.opened_step < 200
+    assert out.evidence["eval_progress"] < out.evidence["train_progress"]
+
+
+def test_advantage_degeneracy_iid_explains_saturation():
+    s = np.arange(1, 101)
+    data = RunData(
+        {"reward": (s, np.full(100, 0.97)), "frac_reward_zero_std": (s, np.full(100, 0.8))},
+        "reward",
+        num_generations=8,
+    )
+    out = evaluate("advantage_degeneracy", data, defaults("advantage_degeneracy"))
+    assert out.status == "firing" and out.severity == "info"  # 0.97^8 + 0.03^8 ≈ 0.78
+    data = RunData(
+        {"reward": (s, np.full(100, 0.5)), "frac_reward_zero_std": (s, np.full(100, 0.8))},
+        "reward",
+        num_generations=8,
+    )
+    out = evaluate("advantage_degeneracy", data, defaults("advantage_degeneracy"))
+    assert out.severity == "warning" and out.evidence["excess"] > 0.7
+    none = evaluate(
+        "advantage_degeneracy",
+        RunData({"reward": (s, s * 0.0)}, "reward"),
+        defaults("advantage_degeneracy"),
+    )
+    assert none.status == "unavailable"
+
+
+def test_policy_concentration_needs_entropy_fall_while_reward_rises():
+    s, v = _curve()
+    falling_entropy = 2.0 * np.exp(-s / 40.0)
+    data = RunData({"reward": (s, v), "entropy": (s, falling_entropy)}, "reward")
+    assert (
+        evaluate("policy_concentration", data, defaults("policy_concentration")).status == "firing"
+    )
+    data = RunData({"reward": (s, v[::-1]), "entropy": (s, falling_entropy)}, "reward")
+    assert evaluate("policy_concentration", data, defaults("policy_concentration")).status == "ok"
+
+
+def test_instability_nan_is_critical_and_predicted_margin_warns_first():
+    s, v = _curve()
+    loss = np.full(s.size, 0.1)
+    loss[-1] = np.nan
+    out = evaluate(
+        "dynamical_instability",
+        RunData({"reward": (s, v), "loss": (s, loss)}, "reward"),
+        defaults("dynamical_instability"),
+    )
+    assert out.severity == "critical" and out.current.opened_step == 200
+    fits = [
+        FitPoint(step=int(k), success=True, margin_exact=m, constrained_r2=0.9)
+        for k, m in zip(range(20, 201, 10), np.linspace(0.5, -0.2, 19), strict=True)
+    ]
+    out = evaluate(
+        "dynamical_instability",
+        RunData({"reward": (s, v)}, "reward", fits=fits),
+        defaults("dynamical_instability"),
+    )
+    assert out.status == "firing" and out.evidence["predicted"] is True
+    assert out.severity == "critical" and out.current.opened_step < 200
+
+
+def test_instability_reward_collapse():
+    s = np.arange(1, 301)
+    v = np.where(s < 150, 0.1 + 0.7 * s / 150, 0.8 - 0.7 * (s - 150) / 50)
+    v = np.clip(v, 0.1, None) + RNG.normal(0, 0.02, s.size)
+    out = evaluate(
+        "dynamical_instability",
+        RunData({"reward": (s, v)}, "reward"),
+        defaults("dynamical_instability"),
+    )
+    assert out.status == "firing" and 150 < out.current.opened_step < 200
+    healthy_s, healthy_v = _curve(noise=0.1)
+    out = evaluate(
+        "dynamical_instability",
+        RunData({"reward": (healthy_s, healthy_v)}, "reward"),
+        defaults("dynamical_instability"),
+    )
+    assert out.status == "ok"
+
+
+def test_plateau_from_fit_history_with_saving():
+    fits = [
+        FitPoint(
+            step=k,
+            success=True,
+            r2_smoothed=0.9,
+            p_star=0.8,
+            p0=0.1,
+            plateau_start=120.0,
+            noise_sd=0.05,
+            n_points=k,
+        )
+        for k in range(50, 201, 10)
+    ]
+    data = RunData(
+        {"reward": (np.arange(1, 201), np.zeros(200))}, "reward", fits=fits, total_steps=500
+    )
+    out = evaluate("plateau_reached", data, defaults("plateau_reached"))
+    assert out.status == "firing" and out.severity == "info"
+    assert out.evidence["steps_saved_by_stopping"] == 300
+
+
+def test_disabled_rule_is_unavailable_and_params_validated():
+    s, v = _curve()
+    outs = evaluate_all(RunData({"reward": (s, v)}, "reward"), {"plateau_reached": (False, {})})
+    by = {o.kind: o for o in outs}
+    assert (
+        by["plateau_reached"].status == "unavailable" and "disabled" in by["plateau_reached"].reason
+    )
+    with pytest.raises(ValueError, match="threshold"):
+        validate_params("advantage_degeneracy", {"threshold": 2})
+    with pytest.raises(ValueError, match="unknown parameter"):
+        validate_params("advantage_degeneracy", {"bogus": 1})
+    assert validate_params("run_stalled", {"stall_after_s": 60}) == {"stall_after_s": 60.0}
