@@ -16,6 +16,7 @@ from grposcope_dashboard.formatting import (
     interval,
     margin_level,
     num,
+    params,
     regime,
     severity_color,
     signed,
@@ -153,7 +154,6 @@ def whatif_controls(hyper: Mapping[str, Any]) -> dbc.Row:
                 dbc.Input(id=id_, type="number", value=value, step=step_, size="sm", debounce=True),
             ],
             width=6,
-            md=3,
         )
 
     return dbc.Row(
@@ -259,7 +259,12 @@ def _value(v: Any) -> str:
 def hyper_table(run: Mapping[str, Any]) -> html.Div:
     hyper = run.get("hyperparameters") or {}
     rows = [
-        html.Tr([html.Td(k, className="text-muted"), html.Td(_value(v))])
+        html.Tr(
+            [
+                html.Td(k, className="text-muted"),
+                html.Td(params(v) if k == "model_params" else _value(v)),
+            ]
+        )
         for k, v in sorted(hyper.items())
     ]
     config = run.get("config") or {}
@@ -283,17 +288,50 @@ def hyper_table(run: Mapping[str, Any]) -> html.Div:
 
 
 def accuracy(payload: Any) -> html.Div:
-    """Forecasts made at 20/40/60 % of the run, scored against what happened."""
-    if payload is None:
+    """Forecasts made at 20/40/60 % of the run, scored against the final level it reached,
+    beside the naive forecast "the recent level stays" (the bar a forecast must beat)."""
+    if not isinstance(payload, Mapping):
         return html.P("Scored once the run is finished.", className="text-muted")
-    items = payload.get("items") if isinstance(payload, Mapping) else payload
-    if isinstance(items, list) and items and isinstance(items[0], Mapping):
-        keys = [k for k in items[0] if not isinstance(items[0][k], (dict, list))]
-        head = html.Thead(html.Tr([html.Th(k.replace("_", " ")) for k in keys]))
-        body = html.Tbody([html.Tr([html.Td(_value(i.get(k))) for k in keys]) for i in items])
-        return dbc.Table([head, body], size="sm", id="run-accuracy")
-    flat = flatten(payload) if isinstance(payload, Mapping) else {"result": payload}
-    rows = [
-        html.Tr([html.Td(k, className="text-muted"), html.Td(_value(v))]) for k, v in flat.items()
-    ]
-    return dbc.Table(html.Tbody(rows), size="sm", id="run-accuracy")
+    items = [i for i in payload.get("items") or [] if isinstance(i, Mapping)]
+    if not items:
+        reason = payload.get("reason") or "nothing to score yet"
+        return html.P(f"Not scored: {reason}.", className="text-muted")
+    head = html.Thead(
+        html.Tr(
+            [
+                html.Th(h)
+                for h in (
+                    "made at",
+                    "predicted [80 %]",
+                    "reached",
+                    "error",
+                    "naive error",
+                    "inside?",
+                )
+            ]
+        )
+    )
+    rows = []
+    for i in items:
+        covered = {True: "yes", False: "no"}.get(i.get("covered"), DASH)
+        rows.append(
+            html.Tr(
+                [
+                    html.Td(
+                        f"{to_float(i.get('fraction')):.0%} · step {step(i.get('made_at_step'))}"
+                    ),
+                    html.Td(interval(i.get("predicted"), i.get("lo"), i.get("hi"))),
+                    html.Td(num(i.get("actual"))),
+                    html.Td(num(i.get("error"))),
+                    html.Td(num(i.get("naive_error"))),
+                    html.Td(covered),
+                ]
+            )
+        )
+    return dbc.Table([head, html.Tbody(rows)], size="sm", id="run-accuracy")
+
+
+def final_level(payload: Any) -> float | None:
+    """The level a finished run reached (for the forecast-history chart), if scored."""
+    items = payload.get("items") if isinstance(payload, Mapping) else None
+    return to_float(items[0].get("actual")) if items else None

@@ -32,7 +32,7 @@ def layout(
                 autoComplete="off",
                 className="mb-2",
             ),
-            html.Input(type="hidden", name="next", value=next or "/"),
+            dbc.Input(type="hidden", name="next", value=next or "/"),
             dbc.Button("Log in", type="submit", color="primary", id="login-submit"),
         ],
         action="/login",

@@ -120,22 +120,17 @@ def _stability_card(run: dict[str, Any], fit: dict[str, Any] | None) -> dbc.Card
 
 
 def _history_card(api: api_client.Api, run: dict[str, Any]) -> dbc.Card:
-    fits = api.fits(run["id"])
-    evolution = dcc.Graph(
-        id="run-evolution", figure=figures.forecast_evolution_figure(fits), config=GRAPH_CONFIG
-    )
-    accuracy = None
+    scored = None
     if run.get("status") in ("finished", "failed"):
-        accuracy = panels.accuracy(api.forecast_accuracy(run["id"]))
+        scored = api.forecast_accuracy(run["id"])
+    figure = figures.forecast_evolution_figure(api.fits(run["id"]), panels.final_level(scored))
+    evolution = dcc.Graph(id="run-evolution", figure=figure, config=GRAPH_CONFIG)
     return _card(
         "How the plateau forecast evolved",
         [
             evolution,
             html.H6("Forecast accuracy", className="mt-2"),
-            html.Div(
-                accuracy or html.P("Scored once the run is finished.", className="text-muted"),
-                id="run-accuracy-box",
-            ),
+            html.Div(panels.accuracy(scored), id="run-accuracy-box"),
         ],
     )
 

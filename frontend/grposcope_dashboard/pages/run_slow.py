@@ -54,9 +54,12 @@ def slow(_: int, state: dict[str, Any], slow_state: dict[str, Any]) -> tuple:
         slow_state["alerts"] = sig
     if run["status"] != slow_state.get("status"):
         out[6], out[7] = run["status"], status_color(run["status"])
-        if run["status"] in ("finished", "failed"):
-            out[5] = panels.accuracy(api.forecast_accuracy(state["run_id"]))
         slow_state["status"] = run["status"]
+    if run["status"] in ("finished", "failed") and not slow_state.get("scored"):
+        # The final refit scores the forecasts a little after the run finishes: keep asking.
+        scored = api.forecast_accuracy(state["run_id"])
+        out[5] = panels.accuracy(scored)
+        slow_state["scored"] = bool((scored or {}).get("items"))
     if all(o is no_update for o in out):
         raise PreventUpdate
     out[8] = slow_state

@@ -1,0 +1,178 @@
+"""The dashboard in a real browser (Debian's chromium), against a live `grposcope serve`.
+
+Each scenario saves a screenshot to docs/img/ (the README shows the best ones).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.dashboard.browser_support import (
+    Api,
+    Feeder,
+    ingest_whole_run,
+    shot,
+    wait_until,
+)
+from tests.dashboard.conftest import login
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+POINTS_JS = "() => { const g = document.querySelector('#run-reward .js-plotly-plot');" \
+            " return g && g.data ? g.data[0].x.length : -1; }"  # fmt: skip
+
+
+def _writer(server: Any, team: str) -> Api:
+    return Api(server.url, server.token(team, "writer"))
+
+
+def test_login_by_token_url_sets_a_cookie_and_drops_the_token(dash_server: Any,
+                                                              page: Any) -> None:  # fmt: skip
+    login(page, dash_server, dash_server.admin_token)
+    page.get_by_text("default · admin").wait_for()
+    assert "token=" not in page.url
+    cookies = {c["name"]: c for c in page.context.cookies()}
+    assert cookies["grposcope_token"]["value"] == dash_server.admin_token
+    assert cookies["grposcope_token"]["httpOnly"]
+    page.get_by_text("Log out").click()
+    page.wait_for_url("**/login**")
+    page.goto(dash_server.url + "/?token=gs_not_a_real_token")
+    page.locator("#login-error").wait_for()
+    shot(page, "login")
+
+
+def test_runs_page_lists_a_streaming_run_and_refreshes(dash_server: Any, page: Any) -> None:
+    api = _writer(dash_server, "ml")
+    run_id = api.create_run("gsm8k", "streaming-run", learning_rate=1e-6, momentum=0.9,
+                            num_generations=8, k_ref=4, optimizer="adamw")  # fmt: skip
+    feeder = Feeder(api, run_id)
+    feeder.start()
+    try:
+        login(page, dash_server, dash_server.admin_token)
+        row = page.locator("#runs-table tr", has_text="streaming-run")
+        row.wait_for()
+        first = row.inner_text()
+        wait_until(lambda: row.inner_text() != first, 20, "the run's row refreshing")
+        page.wait_for_timeout(3000)
+        shot(page, "runs")
+    finally:
+        feeder.stop()
+    assert not feeder.errors
+
+
+def test_run_page_chart_gains_points_without_reload(dash_server: Any, page: Any) -> None:
+    api = _writer(dash_server, "ml")
+    run_id = api.create_run("gsm8k", "live-chart", learning_rate=1e-6, momentum=0.9,
+                            num_generations=8, k_ref=4, optimizer="adamw",
+                            model_params=494_032_768)  # fmt: skip
+    ingest_whole_run(api, run_id, 120)
+    feeder = Feeder(api, run_id, start=121)
+    feeder.start()
+    try:
+        login(page, dash_server, dash_server.admin_token, f"/runs/{run_id}")
+        page.locator("#run-reward .js-plotly-plot").wait_for()
+        page.evaluate("() => { window.__noReload = true; }")
+        before = wait_until(lambda: page.evaluate(POINTS_JS), 20, "the chart drawing")
+        assert before >= 100
+        after = wait_until(lambda: (n := page.evaluate(POINTS_JS)) > before + 4 and n, 20,
+                           "new points appearing on the chart")  # fmt: skip
+        assert after > before
+        assert page.evaluate("() => window.__noReload === true"), "the page was reloaded"
+        last_step = int(page.locator("#run-last-step").inner_text().replace(",", ""))
+        assert last_step > 120
+        _check_whatif(page)
+        page.wait_for_timeout(4000)  # let a fit land for the screenshot
+        shot(page, "run", full_page=True)
+    finally:
+        feeder.stop()
+
+
+def _check_whatif(page: Any) -> None:
+    """A larger K_ref redraws the what-if curve and its margin (once a constrained fit exists)."""
+    wait_until(lambda: "K = " in page.locator("#run-stability").inner_text(), 30,
+               "a constrained fit (measured curvature K) on the stability panel")  # fmt: skip
+    page.fill("#whatif-kref", "64")
+    page.press("#whatif-kref", "Enter")
+    page.locator("#whatif-result", has_text="margin exact").wait_for()
+    n = page.evaluate(
+        "() => document.querySelector('#run-reward .js-plotly-plot').data[6].x.length"
+    )
+    assert n > 0
+
+
+def test_alert_appears_after_an_unstable_stretch(dash_server: Any, page: Any) -> None:
+    if (
+        httpx.get(
+            dash_server.url + "/api/v1/alerts",
+            timeout=10,
+            headers={"Authorization": f"Bearer {dash_server.admin_token}"},
+        ).status_code
+        == 404
+    ):
+        pytest.skip("this server has no alerts API yet (GET /api/v1/alerts is 404)")  # fmt: skip
+    api = _writer(dash_server, "research")
+    run_id = api.create_run("math", "blows-up", learning_rate=5e-5, momentum=0.9,
+                            num_generations=8, k_ref=8, optimizer="adamw")  # fmt: skip
+    ingest_whole_run(api, run_id, 80)
+    feeder = Feeder(api, run_id, start=81, unstable_from=90, per_batch=3)
+    feeder.start()
+    try:
+        login(page, dash_server, dash_server.admin_token, f"/runs/{run_id}")
+        page.locator("#run-alert-list").wait_for(timeout=60_000)
+        page.wait_for_timeout(1500)
+        shot(page, "run-alert", full_page=True)
+        page.goto(dash_server.url + "/alerts")
+        row = page.locator("#alerts-table tr", has_text="blows-up").first
+        row.wait_for()
+        assert "dynamical instability" in page.locator("#alerts-table").inner_text()
+        shot(page, "alerts")
+        row.get_by_role("button", name="Acknowledge").click()
+        page.get_by_text("acknowledged.").wait_for()
+    finally:
+        feeder.stop()
+
+
+def test_compare_overlays_three_runs_from_two_teams(dash_server: Any, page: Any) -> None:
+    ids = []
+    for team, name, group, params, p_star, tau in (
+        ("ml", "qwen-0.5b-G4", 4, 494_032_768, 0.55, 90.0),
+        ("ml", "qwen-1.5b-G8", 8, 1_543_714_304, 0.68, 60.0),
+        ("research", "qwen-7b-G16", 16, 7_615_616_512, 0.82, 35.0),
+    ):
+        api = _writer(dash_server, team)
+        run_id = api.create_run("compare", name, learning_rate=1e-6, momentum=0.9,
+                                num_generations=group, k_ref=2, optimizer="adamw",
+                                model_params=params)  # fmt: skip
+        ingest_whole_run(api, run_id, 300, seed=run_id, group=group, p_star=p_star, tau=tau)
+        api.finish(run_id)
+        ids.append(run_id)
+    login(page, dash_server, dash_server.admin_token, f"/compare?runs={','.join(map(str, ids))}")
+    legend = page.locator("#cmp-overlay .legendtext")
+    wait_until(lambda: legend.count() == 3, 30, "three overlaid curves")
+    names = sorted(legend.all_text_contents())  # SVG: no innerText
+    assert names == ["ml/qwen-0.5b-G4", "ml/qwen-1.5b-G8", "research/qwen-7b-G16"]
+    page.locator("#cmp-params-table").wait_for()
+    page.locator("#cmp-diff-table").get_by_text("hyperparameters.num_generations").wait_for()
+    page.get_by_text("normalised").click()
+    page.wait_for_timeout(3000)
+    shot(page, "compare", full_page=True)
+    viewer = Api(dash_server.url, dash_server.admin_token)
+    wait_until(lambda: viewer.http.get(f"/runs/{ids[2]}/forecast-accuracy").json().get("items"),
+               60, "the final refit scoring the finished run's forecasts")  # fmt: skip
+    page.goto(f"{dash_server.url}/runs/{ids[2]}")
+    page.locator("#run-accuracy").wait_for()
+    assert "step" in page.locator("#run-accuracy").inner_text()
+
+
+def test_viewer_is_refused_admin_settings(dash_server: Any, page: Any) -> None:
+    viewer = dash_server.token("guests", "viewer")
+    login(page, dash_server, viewer)
+    page.get_by_text("guests · viewer").wait_for()
+    assert page.locator("a.nav-link", has_text="Settings").count() == 0
+    page.goto(dash_server.url + "/settings")
+    page.locator("#settings-refused").wait_for()
+    assert page.locator("#tok-table").count() == 0
+    shot(page, "settings-refused")
