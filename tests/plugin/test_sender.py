@@ -199,3 +199,17 @@ def test_context_manager_marks_an_exception_as_failed(stub, script, tmp_path) ->
             run.log(1, {"reward": 0.1})
             raise RuntimeError("boom")
     assert script.finished == "failed"
+
+
+def test_fragments_piled_up_during_an_outage_travel_together(stub, script, tmp_path) -> None:
+    script.fail_next = 10**6
+    run = _run(stub, tmp_path)
+    for step in range(1, 21):
+        run.log(step, {"reward": step / 20})
+        wait_for(lambda s=step: run._sender.spool.pending_steps() >= s, timeout=10)
+    assert len(run._sender.spool.fragments()) == 20  # one per batch interval
+    script.fail_next = 0
+    assert run.finish(timeout=30).delivered
+    assert sorted(script.steps) == list(range(1, 21))
+    ingests = [b for p, b in stub.requests if p.endswith("/ingest")]
+    assert len(ingests) == 1 and len(ingests[0]["steps"]) == 20

@@ -18,17 +18,31 @@ import random
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from grposcope_trainer.config import clean_metrics
-from grposcope_trainer.spool import RunSpool, SpoolFormatError, orphan_runs
+from grposcope_trainer.spool import RunSpool, SpoolFormatError, Step, orphan_runs
 from grposcope_trainer.transport import Outcome, Reply, Transport
 
 logger = logging.getLogger("grposcope_trainer")
 
 AlertHandler = Callable[[list[dict[str, Any]]], None]
+
+
+def merge_steps(steps: Iterable[Step]) -> list[Step]:
+    """One record per step, in first-seen order; for a key logged twice the first value wins,
+    as on the server (ingest is idempotent per run, key and step)."""
+    merged: dict[int, Step] = {}
+    for record in steps:
+        entry = merged.setdefault(
+            record["step"], {"step": record["step"], "wall_time": record.get("wall_time")}
+        )
+        metrics = entry.setdefault("metrics", {})
+        for key, value in (record.get("metrics") or {}).items():
+            metrics.setdefault(key, value)
+    return list(merged.values())
 
 
 @dataclass
@@ -134,6 +148,7 @@ class Sender:
             logger.exception("grposcope: the sender thread stopped; unsent data stays in the spool")
             self._persist_queue()
         finally:
+            self._own.spool.unlock()  # what is left becomes an orphan for the next process
             self._done.set()
 
     def _setup(self) -> None:
@@ -177,15 +192,13 @@ class Sender:
                 items.append(self._queue.popleft())
             if not items:
                 return
-            merged: dict[int, dict[str, Any]] = {}
-            for step, wall_time, logs in items:  # a step logged twice (on_log, on_evaluate) merges
-                entry = merged.setdefault(step, {"step": step, "wall_time": wall_time})
-                metrics = entry.setdefault("metrics", {})
-                for key, value in clean_metrics(logs).items():
-                    metrics.setdefault(key, value)  # first value wins, as on the server
+            merged = merge_steps(
+                {"step": step, "wall_time": wall_time, "metrics": clean_metrics(logs)}
+                for step, wall_time, logs in items
+            )
             batch: list[dict[str, Any]] = []
             n_values = 0
-            for entry in merged.values():
+            for entry in merged:
                 if not entry["metrics"]:  # the API refuses a step without values
                     continue
                 if batch and (len(batch) >= self._max_steps or n_values >= self._max_values):
@@ -197,9 +210,15 @@ class Sender:
                 self._own.spool.append(batch)
 
     def _deliver(self, state: _RunState, own: bool) -> bool:
-        """Send a run's pending fragments in order, then its finish; True when nothing is left."""
+        """Send a run's pending fragments in order, then its finish; True when nothing is left.
+
+        Consecutive small fragments (many accumulate during an outage) travel together in
+        one request, up to the batch limits; they are acknowledged together.
+        """
         if state.run_id is None and not self._create(state):
             return False
+        group: list[tuple[str, list[Step]]] = []
+        n_values = n_steps = 0
         for name in state.spool.fragments():
             if name in state.skipped:
                 continue
@@ -208,31 +227,50 @@ class Sender:
             except SpoolFormatError as exc:
                 self._set_aside(state, name, exc)
                 continue
-            assert state.run_id is not None
-            reply = self._transport.ingest(state.run_id, steps)
-            if reply.outcome is Outcome.OK:
-                state.spool.ack(name)
-                self.delivered += len(steps)
-                self._mark_reachable()
-                if own and self._on_alerts and isinstance(reply.body, dict):
-                    self._on_alerts(list(reply.body.get("open_alerts") or []))
-            elif reply.outcome is Outcome.GONE and state.gone < 3:
-                state.gone += 1
-                state.run_id = None  # deleted on the server: create it again next round
-                return False
-            elif reply.outcome in (Outcome.REJECT, Outcome.GONE):
-                where = state.spool.reject(name)
-                self._warn_once(
-                    f"reject-{reply.status}",
-                    "grposcope: the server refused a batch (HTTP %s: %s); it was moved to %s",
-                    reply.status,
-                    reply.detail,
-                    where,
-                )
-            else:
-                self._failed(reply)
-                return False
+            size = sum(len(s.get("metrics") or ()) for s in steps)
+            full = n_values + size > self._max_values or n_steps + len(steps) > self._max_steps
+            if group and full:
+                if not self._send_group(state, group, own):
+                    return False
+                group, n_values, n_steps = [], 0, 0
+            group.append((name, steps))
+            n_values += size
+            n_steps += len(steps)
+        if group and not self._send_group(state, group, own):
+            return False
         return self._send_finish(state, own)
+
+    def _send_group(self, state: _RunState, group: list[tuple[str, list[Step]]], own: bool) -> bool:
+        """POST the fragments of `group` as one batch; False when delivery must pause."""
+        assert state.run_id is not None
+        steps = merge_steps(s for _, frag in group for s in frag)
+        reply = self._transport.ingest(state.run_id, steps)
+        if reply.outcome is Outcome.OK:
+            for name, _ in group:
+                state.spool.ack(name)
+            self.delivered += len(steps)
+            self._mark_reachable()
+            if own and self._on_alerts and isinstance(reply.body, dict):
+                self._on_alerts(list(reply.body.get("open_alerts") or []))
+            return True
+        if reply.outcome is Outcome.GONE and state.gone < 3:
+            state.gone += 1
+            state.run_id = None  # deleted on the server: create it again next round
+            return False
+        if reply.outcome in (Outcome.REJECT, Outcome.GONE):
+            if len(group) > 1:  # find the culprit: resend one fragment at a time
+                return all(self._send_group(state, [item], own) for item in group)
+            where = state.spool.reject(group[0][0])
+            self._warn_once(
+                f"reject-{reply.status}",
+                "grposcope: the server refused a batch (HTTP %s: %s); it was moved to %s",
+                reply.status,
+                reply.detail,
+                where,
+            )
+            return True
+        self._failed(reply)
+        return False
 
     def _create(self, state: _RunState) -> bool:
         reply = self._transport.create_run(state.payload)
