@@ -39,13 +39,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--chunk-share", type=float, default=0.01)
     parser.add_argument("--json", type=Path, help="write every alert here")
-    parser.add_argument("--only", help="substring of the file names to replay")
+    parser.add_argument("--only", help="comma-separated substrings of the file names to replay")
     args = parser.parse_args()
     if not LOGS.is_dir():
         print(f"real logs not found at {LOGS}; nothing to replay", file=sys.stderr)
         return 2
     files = sorted(LOGS.glob("*.csv")) + sorted((LOGS / "extra").glob("*.csv"))
-    files = [f for f in files if not args.only or args.only in f.name]
+    only = [s for s in (args.only or "").split(",") if s]
+    files = [f for f in files if not only or any(s in f.name for s in only)]
     with tempfile.TemporaryDirectory() as tmp:
         results = [replay(f, Path(tmp), args.chunk_share) for f in files]
     report(results)
@@ -125,6 +126,21 @@ def fall_step(steps: np.ndarray, values: np.ndarray) -> int | None:
     return int(steps[peak + after[0]]) if gain > 0 and after.size else None
 
 
+def lead_time(r: dict) -> str:
+    """Fall step minus the opening step of the relevant alert that was open at the fall (or
+    the first one opened after it); alerts that resolved before the fall do not count."""
+    fall = r["fall_step"]
+    relevant = [a for a in r["alerts"] if a["kind"] in RELEVANT and a["severity"] != "info"]
+    if fall is None:
+        first = min((a["opened_step"] for a in relevant), default=None)
+        return "no fall in the log" + (f"; first alert @{first}" if first is not None else "")
+    live = [a for a in relevant if a["resolved_step"] is None or a["resolved_step"] >= fall]
+    if not live:
+        return f"missed (fall @{fall})"
+    a = min(live, key=lambda a: a["opened_step"])
+    return f"{fall - a['opened_step']:+d} steps, {a['kind']} {a['severity']} (fall @{fall})"
+
+
 def report(results: list[dict]) -> None:
     print("| run | steps | label | alerts (kind severity @opened→resolved) | critical | lead |")
     print("|---|---|---|---|---|---|")
@@ -136,15 +152,7 @@ def report(results: list[dict]) -> None:
             normal_crit += crit
         text = "; ".join(f"{a['kind']} {a['severity']} @{a['opened_step']}→{a['resolved_step']}"
                          for a in r["alerts"]) or "—"  # fmt: skip
-        lead = "n/a"
-        if r["label"] != "normal":
-            first = [a["opened_step"] for a in r["alerts"] if a["kind"] in RELEVANT]
-            if first and r["fall_step"] is not None:
-                lead = f"{r['fall_step'] - min(first):+d} steps (fall @{r['fall_step']})"
-            elif first:
-                lead = f"alert @{min(first)}, no fall"
-            else:
-                lead = "missed"
+        lead = "n/a" if r["label"] == "normal" else lead_time(r)
         print(f"| {r['run']} | {r['n_steps']} | {r['label']} | {text} | {crit} | {lead} |")
     if n_normal:
         print(f"\nnormal runs: {n_normal}, critical alerts {normal_crit} "

@@ -23,11 +23,11 @@ def apply_outcomes(session: Session, run: Run, outcomes: Iterable[Outcome],
                    base_url: str | None = None) -> list[tuple[Alert, str]]:  # fmt: skip
     """Reconcile the run's alerts with the outcomes; returns (alert, event) changes."""
     open_now = repo.open_alerts(session, run.id)
-    last_opened = repo.last_opened_steps(session, run.id)
+    last_seen = repo.last_seen_steps(session, run.id)
     events: list[tuple[Alert, str]] = []
     for outcome in outcomes:
         alert = open_now.get(outcome.kind)
-        _record_past(session, run, outcome, last_opened.get(outcome.kind), alert)
+        _record_past(session, run, outcome, last_seen.get(outcome.kind), alert)
         if outcome.status == "firing":
             events.extend(_fire(session, run, outcome, alert))
         elif alert is not None and (outcome.status == "ok" or "disabled" in outcome.reason):
@@ -67,13 +67,17 @@ def _resolve(alert: Alert, outcome: Outcome) -> None:
     alert.resolved_at = alert.updated_at = utcnow()
 
 
-def _record_past(session: Session, run: Run, outcome: Outcome, last_opened: int | None,
+def _record_past(session: Session, run: Run, outcome: Outcome, last_seen: int | None,
                  alert: Alert | None) -> None:  # fmt: skip
-    """Closed episodes newer than any alert of this kind become resolved alerts."""
+    """Closed episodes that start after every alert of this kind become resolved alerts.
+
+    An episode overlapping an alert already stored is the same episode seen again (fit-based
+    rules look at a sliding window of snapshots, so their opening step can move).
+    """
     if alert is not None:
         return  # an open alert spans them: it was open all along
     for ep in outcome.episodes:
-        if ep.resolved_step is None or (last_opened is not None and ep.opened_step <= last_opened):
+        if ep.resolved_step is None or (last_seen is not None and ep.opened_step <= last_seen):
             continue
         now = utcnow()
         session.add(Alert(run_id=run.id, kind=outcome.kind, severity=ep.severity,

@@ -25,13 +25,19 @@ def open_alerts(session: Session, run_id: int) -> dict[str, Alert]:
     return {a.kind: a for a in session.scalars(query.order_by(Alert.id))}
 
 
-def last_opened_steps(session: Session, run_id: int) -> dict[str, int]:
+def last_seen_steps(session: Session, run_id: int) -> dict[str, int]:
+    """Per kind, the latest step any of the run's alerts covers (opened or resolved at)."""
     rows = session.execute(
-        select(Alert.kind, func.max(Alert.opened_step))
+        select(Alert.kind, func.max(Alert.opened_step), func.max(Alert.resolved_step))
         .where(Alert.run_id == run_id)
         .group_by(Alert.kind)
     )
-    return {kind: step for kind, step in rows if step is not None}
+    out = {}
+    for kind, opened, resolved in rows:
+        steps = [s for s in (opened, resolved) if s is not None]
+        if steps:
+            out[kind] = max(steps)
+    return out
 
 
 def alerts_query(

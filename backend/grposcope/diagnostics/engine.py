@@ -36,6 +36,7 @@ MESSAGES = {
     "run_stalled": "no data from this running run",
 }
 
+
 def evaluate(kind: str, data: RunData, params: dict[str, float]) -> Outcome:
     """One rule: trace → hysteresis episodes → ok | firing | unavailable."""
     try:
@@ -59,6 +60,7 @@ def evaluate(kind: str, data: RunData, params: dict[str, float]) -> Outcome:
         episodes=eps,
     )
 
+
 def _message(kind: str, evidence: Mapping[str, Any]) -> str:
     base = MESSAGES[kind]
     if kind == "dynamical_instability":
@@ -74,6 +76,7 @@ def _message(kind: str, evidence: Mapping[str, Any]) -> str:
         return f"{base}; stopping now saves {evidence['steps_saved_by_stopping']} steps"
     return base
 
+
 def evaluate_all(
     data: RunData, rules: Mapping[str, tuple[bool, dict[str, Any]]] | None = None
 ) -> list[Outcome]:
@@ -86,6 +89,7 @@ def evaluate_all(
             continue
         out.append(evaluate(kind, data, effective_params(kind, overrides)))
     return out
+
 
 def stalled(
     status: str, silent_for_s: float | None, last_step: int | None, params: dict[str, float]

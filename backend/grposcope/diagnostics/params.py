@@ -24,9 +24,7 @@ class Param:
 def _windows(open_w: int, resolve_w: int) -> dict[str, Param]:
     return {
         "open_window": Param(open_w, 1, 100_000, "steps the condition must hold to open", True),
-        "resolve_window": Param(
-            resolve_w, 1, 100_000, "steps it must stay clear to resolve", True
-        ),
+        "resolve_window": Param(resolve_w, 1, 100_000, "steps it must stay clear to resolve", True),
     }
 
 

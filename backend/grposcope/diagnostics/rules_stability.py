@@ -142,7 +142,15 @@ def _reward_fall(data: RunData, p: Params) -> Sub | None:
     significant = (gain > bar) & (fall > bar)
     share = np.where(gain > 0, fall / np.where(gain > 0, gain, 1.0), 0.0)
     level = np.where(significant & (share >= p["collapse_fraction"]), 2, 0)
-    level = np.where(significant & (share >= 0.9), 3, level).astype(np.int8)
+    # Critical only for a sustained collapse: over three windows too the reward is back at
+    # its start (one noisy window at the bottom is a warning, not a page at night).
+    sustained = trailing_mean(v, 3 * w)
+    fall_long = peak - sustained
+    share_long = np.where(gain > 0, fall_long / np.where(gain > 0, gain, 1.0), 0.0)
+    deep = (share >= 0.9) & (share_long >= 0.9) & (fall_long > bar / math.sqrt(3.0))
+    deep &= np.arange(s.size) >= 3 * w
+    level = np.where(significant & deep, 3, level).astype(np.int8)
+
     def evidence(i: int) -> dict:
         at = int(np.argmax(level_r[: i + 1] == peak[i])) if i >= w - 1 else i
         return {"reward_start": r(start), "reward_peak": r(peak[i]), "peak_step": int(s[at]),
