@@ -50,7 +50,9 @@ def machine() -> str:
                 break
     except OSError:
         pass
-    return f"{os.cpu_count()} CPU cores ({cpu}), Python {platform.python_version()}"
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    return (f"{os.cpu_count()} CPU cores ({cpu}), Python {platform.python_version()}, "
+            f"load average {load} (the machine is shared)")  # fmt: skip
 
 
 def free_port() -> int:
