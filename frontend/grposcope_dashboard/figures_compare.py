@@ -227,5 +227,7 @@ def scaling_figure(points: Sequence[Mapping[str, Any]]) -> tuple[go.Figure, dict
             col=2,
         )
         fig.update_yaxes(type="log", row=1, col=2)
-    fig.update_xaxes(type="log", title_text="parameters")
+    ticks = sorted(set(xs))
+    fig.update_xaxes(type="log", title_text="parameters", tickvals=ticks,
+                     ticktext=[params(x) for x in ticks])  # fmt: skip
     return base_layout(fig, height=320, showlegend=False, hovermode="closest"), law

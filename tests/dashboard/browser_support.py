@@ -30,7 +30,8 @@ def metrics_at(step: int, rng: random.Random, group: int = 8, unstable_from: int
     swings with growing amplitude and grad_norm blows up to Infinity (a real blow-up's look)."""
     p = reward_at(step, **curve)
     out: dict[str, Any] = {
-        "reward": p + rng.gauss(0, 0.05),
+        # Batch-mean noise shrinks as 1/sqrt(G), as the group-size law says it should.
+        "reward": p + rng.gauss(0, 0.15 / math.sqrt(group)),
         "frac_reward_zero_std": min(1.0, p**group + (1 - p) ** group + abs(rng.gauss(0.05, 0.02))),
         "entropy": 1.5 * math.exp(-step / 300) + rng.gauss(0, 0.02),
         "kl": 0.0005 * step + abs(rng.gauss(0, 0.002)),

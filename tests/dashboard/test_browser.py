@@ -25,6 +25,9 @@ POINTS_JS = "() => { const g = document.querySelector('#run-reward .js-plotly-pl
             " return g && g.data ? g.data[0].x.length : -1; }"  # fmt: skip
 
 
+DIAG_JS = POINTS_JS.replace("#run-reward", "#run-diag")
+
+
 def _writer(server: Any, team: str) -> Api:
     return Api(server.url, server.token(team, "writer"))
 
@@ -81,6 +84,8 @@ def test_run_page_chart_gains_points_without_reload(dash_server: Any, page: Any)
                            "new points appearing on the chart")  # fmt: skip
         assert after > before
         assert page.evaluate("() => window.__noReload === true"), "the page was reloaded"
+        diag = wait_until(lambda: page.evaluate(DIAG_JS), 30, "the diagnostics drawing")
+        wait_until(lambda: page.evaluate(DIAG_JS) > diag, 20, "new diagnostics points")
         last_step = int(page.locator("#run-last-step").inner_text().replace(",", ""))
         assert last_step > 120
         _check_whatif(page)

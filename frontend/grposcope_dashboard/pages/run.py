@@ -27,7 +27,7 @@ def layout(run_id: str | None = None, **_: str) -> html.Div:
     api = api_client.client()
     try:
         run = api.run(int(run_id or ""))
-        built = run_data.build(api, run)
+        built = run_data.build_reward(api, run)
     except ValueError:
         return dbc.Alert(f"{run_id!r} is not a run id.", color="warning")
     except ApiError as exc:
@@ -38,6 +38,9 @@ def layout(run_id: str | None = None, **_: str) -> html.Div:
     return html.Div(
         [
             dcc.Store(id="run-state", data=built["state"]),
+            dcc.Store(id="run-xy", data=built["xy"]),
+            dcc.Store(id="run-diag-state", data={"ready": False}),
+            dcc.Store(id="run-init", data={"run_id": run["id"]}),
             dcc.Store(
                 id="run-slow-state",
                 data={
@@ -56,7 +59,10 @@ def layout(run_id: str | None = None, **_: str) -> html.Div:
             ),
             _card(
                 "Diagnostics",
-                dcc.Graph(id="run-diag", figure=built["diag_fig"], config=GRAPH_CONFIG),
+                dcc.Loading(
+                    dcc.Graph(id="run-diag", figure=_loading_figure(), config=GRAPH_CONFIG),
+                    delay_show=300,
+                ),
                 tip_key="frac_zero_std",
             ),
             dbc.Row(
@@ -85,7 +91,7 @@ def _card(title: Any, body: Any, tip_key: str | None = None) -> dbc.Card:
 
 
 def _reward_card(built: dict[str, Any]) -> dbc.Card:
-    graph = dcc.Graph(id="run-reward", figure=built["reward_fig"], config=GRAPH_CONFIG)
+    graph = dcc.Graph(id="run-reward", figure=built["fig"], config=GRAPH_CONFIG)
     legend = html.Div(
         [
             "Shading: ",
@@ -139,30 +145,57 @@ def _alert_sig(alerts: Any) -> str:
     return repr([(a.get("id"), a.get("state"), a.get("severity")) for a in alerts or []])
 
 
+def _loading_figure() -> Any:
+    return figures.empty_figure("Loading the diagnostics series…", height=480)
+
+
+@callback(
+    Output("run-diag", "figure"),
+    Output("run-diag-state", "data"),
+    Input("run-init", "data"),
+    State("run-xy", "data"),
+)
+def load_diagnostics(init: dict[str, Any], xy: dict[str, Any] | None) -> tuple:
+    """Runs right after the page shows, in parallel with the browser drawing the reward."""
+    api = api_client.client()
+    try:
+        built = run_data.build_diagnostics(api, api.run(init["run_id"]), xy)
+    except ApiError as exc:
+        return figures.empty_figure(f"Diagnostics unavailable: {exc.detail}"), {"ready": False}
+    return built["fig"], built["state"]
+
+
 @callback(
     Output("run-reward", "figure"),
-    Output("run-diag", "figure"),
+    Output("run-diag", "figure", allow_duplicate=True),
     Output("run-state", "data"),
+    Output("run-diag-state", "data", allow_duplicate=True),
     Output("run-last-step", "children"),
+    Output("run-init", "data", allow_duplicate=True),
+    Output("run-xy", "data", allow_duplicate=True),
     Input("run-tick", "n_intervals"),
     State("run-state", "data"),
+    State("run-diag-state", "data"),
     prevent_initial_call=True,
 )
-def live(_: int, state: dict[str, Any]) -> tuple:
+def live(_: int, state: dict[str, Any], diag: dict[str, Any]) -> tuple:
     """Append the points since the last tick to both charts with Patch (no redraw)."""
     api = api_client.client()
     if not state.get("reward_key") or state["appended"] > run_data.REBUILD_AFTER:
         return _rebuild(api, state)
+    ready = bool(diag and diag.get("ready"))
+    last = {**state["last"], **(diag["last"] if ready else {})}
+    keys = list(last)
     try:
         series = api.series(
             state["run_id"],
-            state["keys"],
-            since_step=run_data.since_step(state),
+            keys,
+            since_step=run_data.since_step(last),
             max_points=run_data.MAX_POINTS,
         )
     except ApiError:
         raise PreventUpdate from None
-    fresh = run_data.new_points(state, series)
+    fresh = run_data.new_points(last, series)
     if not fresh:
         raise PreventUpdate
     reward_patch, diag_patch = Patch(), Patch()
@@ -175,18 +208,42 @@ def live(_: int, state: dict[str, Any]) -> tuple:
         _extend(reward_patch, figures.R_SMOOTH, steps, smooth_new)
         state["appended"] += len(steps)
         state["latest"] = values[-1]
-    for index, trace_key in enumerate(state["trace_keys"]):
-        if trace_key in fresh:
+        state["last"][key] = steps[-1]
+    if ready:
+        _patch_diagnostics(diag_patch, diag, fresh, key, smooth_new, state.get("group_size"))
+    last_step = max(
+        max(state["last"].values()), max(diag["last"].values(), default=-1) if ready else -1
+    )
+    return (
+        reward_patch,
+        diag_patch if ready else no_update,
+        state,
+        diag if ready else no_update,
+        f"{last_step:,}",
+        no_update,
+        no_update,
+    )
+
+
+def _patch_diagnostics(
+    patch: Patch,
+    diag: dict[str, Any],
+    fresh: dict,
+    reward_key: str,
+    smooth_new: list,
+    group: int | None,
+) -> None:
+    for index, trace_key in enumerate(diag["trace_keys"]):
+        if trace_key == reward_key and reward_key in fresh:
+            _extend(patch, index, fresh[reward_key][0], smooth_new)
+        elif trace_key in fresh:
             steps, values = fresh[trace_key]
-            _extend(diag_patch, index, steps, figures.plot_values(values))
-        elif trace_key == figures.IID and key in fresh and state.get("group_size"):
-            _extend(
-                diag_patch, index, fresh[key][0], figures.iid_curve(smooth_new, state["group_size"])
-            )
-    for k, (steps, _) in fresh.items():
-        state["last"][k] = max(state["last"].get(k, -1), steps[-1])
-    last_step = max(state["last"].values())
-    return reward_patch, diag_patch, state, f"{last_step:,}"
+            _extend(patch, index, steps, figures.plot_values(values))
+        elif trace_key == figures.IID and reward_key in fresh and group:
+            _extend(patch, index, fresh[reward_key][0], figures.iid_curve(smooth_new, group))
+    for k in diag["keys"]:
+        if k in fresh:
+            diag["last"][k] = fresh[k][0][-1]
 
 
 def _extend(patch: Patch, index: int, xs: list, ys: list) -> None:
@@ -195,16 +252,25 @@ def _extend(patch: Patch, index: int, xs: list, ys: list) -> None:
 
 
 def _rebuild(api: api_client.Api, state: dict[str, Any]) -> tuple:
-    """A full read: the first data of a new run, or a line grown past REBUILD_AFTER."""
+    """A full read: the first data of a new run, or a line grown past REBUILD_AFTER; the
+    diagnostics reload too (a new ``run-init`` value triggers them)."""
     try:
         run = api.run(state["run_id"])
-        built = run_data.build(api, run)
+        built = run_data.build_reward(api, run)
     except ApiError:
         raise PreventUpdate from None
     if not built["state"]["reward_key"]:
         raise PreventUpdate
     last = max(built["state"]["last"].values(), default=-1)
-    return built["reward_fig"], built["diag_fig"], built["state"], f"{last:,}" if last >= 0 else "—"
+    return (
+        built["fig"],
+        no_update,
+        built["state"],
+        {"ready": False},
+        f"{last:,}" if last >= 0 else "—",
+        {"run_id": run["id"], "reload": last},
+        built["xy"],
+    )
 
 
 @callback(
