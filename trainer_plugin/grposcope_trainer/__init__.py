@@ -27,7 +27,14 @@ def __getattr__(name: str) -> Any:
     # The callback subclasses transformers.TrainerCallback; importing it lazily keeps
     # `Run` usable (and `import grposcope_trainer` cheap) where transformers is absent.
     if name == "GRPOScopeCallback":
-        from grposcope_trainer.callback import GRPOScopeCallback
-
+        try:
+            from grposcope_trainer.callback import GRPOScopeCallback
+        except ModuleNotFoundError as exc:
+            if exc.name != "transformers":
+                raise
+            raise ImportError(
+                "GRPOScopeCallback needs transformers (pip install transformers); "
+                "grposcope_trainer.Run works without it"
+            ) from exc
         return GRPOScopeCallback
     raise AttributeError(f"module 'grposcope_trainer' has no attribute {name!r}")

@@ -18,31 +18,18 @@ import random
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from grposcope_trainer.config import clean_metrics
-from grposcope_trainer.spool import RunSpool, SpoolFormatError, Step, orphan_runs
+from grposcope_trainer.spool import RunSpool, SpoolFormatError, Step, merge_steps, orphan_runs
 from grposcope_trainer.transport import Outcome, Reply, Transport
 
 logger = logging.getLogger("grposcope_trainer")
 
 AlertHandler = Callable[[list[dict[str, Any]]], None]
-
-
-def merge_steps(steps: Iterable[Step]) -> list[Step]:
-    """One record per step, in first-seen order; for a key logged twice the first value wins,
-    as on the server (ingest is idempotent per run, key and step)."""
-    merged: dict[int, Step] = {}
-    for record in steps:
-        entry = merged.setdefault(
-            record["step"], {"step": record["step"], "wall_time": record.get("wall_time")}
-        )
-        metrics = entry.setdefault("metrics", {})
-        for key, value in (record.get("metrics") or {}).items():
-            metrics.setdefault(key, value)
-    return list(merged.values())
+GROUPS_PER_ROUND = 8  # ingest requests per round of the sender loop
 
 
 @dataclass
@@ -213,12 +200,15 @@ class Sender:
         """Send a run's pending fragments in order, then its finish; True when nothing is left.
 
         Consecutive small fragments (many accumulate during an outage) travel together in
-        one request, up to the batch limits; they are acknowledged together.
+        one request, up to the batch limits; they are acknowledged together. At most
+        `GROUPS_PER_ROUND` requests per call, so a long backlog never keeps newly logged steps
+        in memory (they are persisted at the start of every round) for long.
         """
         if state.run_id is None and not self._create(state):
             return False
         group: list[tuple[str, list[Step]]] = []
         n_values = n_steps = 0
+        budget = GROUPS_PER_ROUND
         for name in state.spool.fragments():
             if name in state.skipped:
                 continue
@@ -233,6 +223,10 @@ class Sender:
                 if not self._send_group(state, group, own):
                     return False
                 group, n_values, n_steps = [], 0, 0
+                budget -= 1
+                if budget == 0:
+                    self._wake.set()  # more to send: next round at once, after persisting
+                    return False
             group.append((name, steps))
             n_values += size
             n_steps += len(steps)
@@ -323,7 +317,7 @@ class Sender:
         return False
 
     def _replay_one_orphan(self) -> None:
-        """Replay leftovers of dead processes, one run per round so ours is never starved."""
+        """Replay leftovers of dead processes, a bounded slice per round so ours never waits."""
         if self._orphans is None:
             self._orphans = []
             for spool in orphan_runs(self._own.spool.root, exclude=self._own.spool.run_key):
@@ -336,12 +330,11 @@ class Sender:
                 logger.info(
                     "grposcope: replaying run %r left in %s", payload.get("name"), spool.root
                 )
-        while self._orphans and not self._auth_failed and time.monotonic() >= self._next_attempt:
+        if self._orphans and not self._auth_failed and time.monotonic() >= self._next_attempt:
             state = self._orphans[0]
-            if not self._deliver(state, own=False):
-                return
-            state.spool.unlock()
-            self._orphans.pop(0)
+            if self._deliver(state, own=False):
+                state.spool.unlock()
+                self._orphans.pop(0)
 
     def _set_aside(self, state: _RunState, name: str, exc: SpoolFormatError) -> None:
         state.skipped.add(name)

@@ -42,6 +42,7 @@ import logging
 import os
 import shutil
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -226,6 +227,20 @@ def orphan_runs(root: Path, exclude: str | None = None) -> list[RunSpool]:
         if spool.try_lock():
             found.append(spool)
     return found
+
+
+def merge_steps(steps: Iterable[Step]) -> list[Step]:
+    """One record per step, in first-seen order; for a key logged twice the first value wins,
+    as on the server (ingest is idempotent per run, key and step)."""
+    merged: dict[int, Step] = {}
+    for record in steps:
+        entry = merged.setdefault(
+            record["step"], {"step": record["step"], "wall_time": record.get("wall_time")}
+        )
+        metrics = entry.setdefault("metrics", {})
+        for key, value in (record.get("metrics") or {}).items():
+            metrics.setdefault(key, value)
+    return list(merged.values())
 
 
 def _read_json(path: Path) -> Any:
