@@ -4,7 +4,9 @@
 The rules are re-evaluated over the whole history, so this only reconciles: an episode that
 is open now keeps (or gets) its open alert; an open alert whose condition has cleared is
 resolved; episodes that opened and closed between two refits (an imported run arrives in one
-batch) are recorded as already-resolved alerts, without notifications.
+batch) are recorded as already-resolved alerts, without notifications. A resolved alert whose
+episode turns out, with more data, to be still going is reopened (event ``reopened``) instead
+of being counted twice.
 """
 
 from __future__ import annotations
@@ -27,12 +29,14 @@ def apply_outcomes(session: Session, run: Run, outcomes: Iterable[Outcome],
     events: list[tuple[Alert, str]] = []
     for outcome in outcomes:
         alert = open_now.get(outcome.kind)
-        _record_past(session, run, outcome, last_seen.get(outcome.kind), alert)
-        if outcome.status == "firing":
-            events.extend(_fire(session, run, outcome, alert))
-        elif alert is not None and (outcome.status == "ok" or "disabled" in outcome.reason):
+        seen = last_seen.get(outcome.kind)
+        if alert is not None and (outcome.status == "ok" or "disabled" in outcome.reason):
             _resolve(alert, outcome)
             events.append((alert, "resolved"))
+            seen, alert = max(seen or 0, alert.resolved_step or 0), None
+        _record_past(session, run, outcome, seen, alert)
+        if outcome.status == "firing":
+            events.extend(_fire(session, run, outcome, alert))
     session.flush()
     for alert, event in events:
         enqueue(session, run, alert, event, base_url)
@@ -44,6 +48,14 @@ def _fire(session: Session, run: Run, outcome: Outcome, alert: Alert | None) -> 
     opened_step = current.opened_step if current else run.last_step
     severity = outcome.severity or "warning"
     if alert is None:
+        previous = repo.latest_resolved(session, run.id, outcome.kind)
+        if previous is not None and (previous.resolved_step or -1) >= (opened_step or 0):
+            # The episode that alert closed is, with more data, still going: reopen it rather
+            # than count the same episode twice.
+            previous.state, previous.resolved_step, previous.resolved_at = "open", None, None
+            previous.severity, previous.message = severity, outcome.message
+            previous.evidence, previous.updated_at = outcome.evidence, utcnow()
+            return [(previous, "reopened")]
         alert = Alert(run_id=run.id, kind=outcome.kind, severity=severity, state="open",
                       opened_step=opened_step, opened_at=utcnow(), updated_at=utcnow(),
                       message=outcome.message, evidence=outcome.evidence)  # fmt: skip
@@ -59,8 +71,11 @@ def _fire(session: Session, run: Run, outcome: Outcome, alert: Alert | None) -> 
 
 
 def _resolve(alert: Alert, outcome: Outcome) -> None:
-    last = outcome.episodes[-1] if outcome.episodes else None
-    step = last.resolved_step if last is not None else None
+    """Close the alert at the end of its own episode (the first one still going at its
+    opening step), falling back to the last step the rule checked."""
+    opened = alert.opened_step if alert.opened_step is not None else -1
+    mine = [e for e in outcome.episodes if e.resolved_step is not None and e.resolved_step > opened]
+    step = mine[0].resolved_step if mine else None
     if step is None:
         step = outcome.evidence.get("last_checked_step") or outcome.evidence.get("last_step")
     alert.state, alert.resolved_step = "resolved", step

@@ -40,6 +40,13 @@ def last_seen_steps(session: Session, run_id: int) -> dict[str, int]:
     return out
 
 
+def latest_resolved(session: Session, run_id: int, kind: str) -> Alert | None:
+    query = select(Alert).where(
+        Alert.run_id == run_id, Alert.kind == kind, Alert.state == "resolved"
+    )
+    return session.scalar(query.order_by(Alert.resolved_step.desc(), Alert.id.desc()).limit(1))
+
+
 def alerts_query(
     *, state: str | None, kind: str | None, team: str | None, project: str | None,
     run_id: int | None,
