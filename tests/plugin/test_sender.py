@@ -213,3 +213,27 @@ def test_fragments_piled_up_during_an_outage_travel_together(stub, script, tmp_p
     assert sorted(script.steps) == list(range(1, 21))
     ingests = [b for p, b in stub.requests if p.endswith("/ingest")]
     assert len(ingests) == 1 and len(ingests[0]["steps"]) == 20
+
+
+def test_an_orphan_the_token_cannot_write_does_not_block_our_run(stub, script, tmp_path) -> None:
+    from grposcope_trainer.spool import RunSpool
+
+    orphan = RunSpool(tmp_path / "spool", "someone-elses")
+    orphan.write_run({"project": "other", "name": "theirs", "run_key": "someone-elses"})
+    orphan.append([{"step": 1, "wall_time": 1.0, "metrics": {"reward": 0.9}}])
+
+    def responder(path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        if path.endswith("/runs") and body["project"] == "other":
+            return 403, {"error": "Forbidden", "detail": "team"}
+        return script(path, body)
+
+    stub.responder = responder
+    run = _run(stub, tmp_path, replay_orphans=True)
+    run.log(1, {"reward": 0.1})
+    wait_for(lambda: any(b.get("project") == "other" for _, b in stub.requests), timeout=10)
+    for step in range(2, 6):
+        run.log(step, {"reward": 0.1})
+    assert run.finish().delivered
+    assert sorted(script.steps) == [1, 2, 3, 4, 5] and script.steps[1] == {"reward": 0.1}
+    assert sum(b.get("project") == "other" for _, b in stub.requests) == 1  # asked once
+    assert orphan.fragments() and orphan.read_run()["name"] == "theirs"  # left in place

@@ -42,6 +42,7 @@ class _RunState:
     finish_status: str | None = None
     skipped: set[str] = field(default_factory=set)  # fragments of a newer format
     gone: int = 0  # times the server said 404 for this run
+    refused: bool = False  # the server will not take this run (an orphan is then left alone)
 
 
 class Sender:
@@ -106,9 +107,9 @@ class Sender:
         Returns True when the server acknowledged all data and the finish. Whatever is left
         is on disk in the spool (or in memory if the disk refused it).
         """
+        self._deadline = time.monotonic() + max(0.0, timeout)
         if self._close_status is None:
             self._close_status = status
-        self._deadline = time.monotonic() + max(0.0, timeout)
         self._wake.set()
         if self._thread.ident is not None:
             self._thread.join(timeout + 1.0)
@@ -133,9 +134,13 @@ class Sender:
                 self._wake.clear()
         except Exception:  # a bug here must not kill training; the spool keeps the data
             logger.exception("grposcope: the sender thread stopped; unsent data stays in the spool")
-            self._persist_queue()
         finally:
-            self._own.spool.unlock()  # what is left becomes an orphan for the next process
+            try:
+                self._persist_queue()
+            except Exception:  # nothing may escape this thread
+                pass
+            for state in [self._own, *(self._orphans or [])]:
+                state.spool.unlock()  # what is left becomes an orphan for the next process
             self._done.set()
 
     def _setup(self) -> None:
@@ -263,7 +268,7 @@ class Sender:
                 where,
             )
             return True
-        self._failed(reply)
+        self._failed(reply, state)
         return False
 
     def _create(self, state: _RunState) -> bool:
@@ -296,9 +301,11 @@ class Sender:
                 reply.detail,
                 state.spool.path,
             )
-            self._next_attempt = float("inf") if state is self._own else self._next_attempt
+            state.refused = True
+            if state is self._own:
+                self._next_attempt = float("inf")
             return False
-        self._failed(reply)
+        self._failed(reply, state)
         return False
 
     def _send_finish(self, state: _RunState, own: bool) -> bool:
@@ -313,7 +320,7 @@ class Sender:
             if own:
                 self._finished = True
             return True
-        self._failed(reply)
+        self._failed(reply, state)
         return False
 
     def _replay_one_orphan(self) -> None:
@@ -332,7 +339,7 @@ class Sender:
                 )
         if self._orphans and not self._auth_failed and time.monotonic() >= self._next_attempt:
             state = self._orphans[0]
-            if self._deliver(state, own=False):
+            if self._deliver(state, own=False) or state.refused:
                 state.spool.unlock()
                 self._orphans.pop(0)
 
@@ -345,7 +352,18 @@ class Sender:
         self._warn_once("corrupt", "grposcope: %s; moved to %s", exc, where)
 
     # -- reachability --------------------------------------------------------------------
-    def _failed(self, reply: Reply) -> None:
+    def _failed(self, reply: Reply, state: _RunState) -> None:
+        if reply.outcome is Outcome.AUTH and state is not self._own:
+            # An orphan of a project this token may not write to: leave it for its owner.
+            state.refused = True
+            self._warn_once(
+                f"auth-{state.spool.run_key}",
+                "grposcope: cannot replay %s (HTTP %s: %s); left in place",
+                state.spool.path,
+                reply.status,
+                reply.detail,
+            )
+            return
         if reply.outcome is Outcome.AUTH:
             self._auth_failed = True
             self._warn_once(
