@@ -3,7 +3,7 @@
 A real `grposcope serve` process (embedded worker on, SQLite file by default, or Postgres
 with --postgres) receives N runs, each a thread that sends one step (30 TRL-like keys, the
 reward on a noisy learning curve) every --period seconds with jitter, then polls
-`GET /runs/{id}/fits?limit=1` every 50 ms until a snapshot at that step (or later) appears.
+`GET /runs/{id}/fits?limit=1` every 250 ms until a snapshot at that step (or later) appears.
 The latency is that wait. Runs start with --warm steps already logged so every refit fits
 a real-length series. Prints p50/p95/p99/max and the number of refits.
 
@@ -78,7 +78,7 @@ def one_step(client, run_id: int, step: int, stop: threading.Event, rng: random.
         if items and items[-1]["step"] >= step:
             out.append(time.perf_counter() - sent)
             break
-        time.sleep(0.05)
+        time.sleep(0.25)
     return step
 
 

@@ -103,3 +103,19 @@ def test_finished_run_scores_forecasts(api):
 def _project_id(api, name):
     projects = _get(api, "/projects").json()
     return next(p["id"] for p in projects if p["name"] == name)
+
+
+def test_no_new_reward_point_no_new_snapshot_and_constrained_carried(api):
+    hyper = {"learning_rate": 1e-6, "momentum": 0.9, "k_ref": 4}
+    run = make_run(api, api.alpha, hyperparameters=hyper)
+    steps, values = learning_curve()
+    send(api, api.alpha, run["id"], steps, reward=values)
+    worker = worker_for(api)
+    drain(worker)
+    send(api, api.alpha, run["id"], [120], entropy=[1.0])  # another key at an old step
+    drain(worker)
+    assert len(_get(api, f"/runs/{run['id']}/fits").json()["items"]) == 1
+    send(api, api.alpha, run["id"], [121], reward=[0.8])  # < 5 % growth: constrained carried
+    drain(worker)
+    fit = _get(api, f"/runs/{run['id']}/fit").json()
+    assert fit["step"] == 121 and fit["constrained"]["step"] == 120

@@ -24,7 +24,7 @@ from grposcope.models import FitSnapshot, Run
 from grposcope.runs import repository as runs_repo
 from grposcope.runs.service import pick_reward_key
 
-FIT_HISTORY = 30  # snapshots the fit-based rules look back over (payloads are large)
+FIT_HISTORY = 12  # snapshots the fit-based rules look back over (payloads are large)
 SIDE_KEYS = ("entropy", "frac_reward_zero_std", "reward_std", "loss", "grad_norm")
 
 

@@ -23,10 +23,15 @@ def trailing_mean(values: np.ndarray, width: int) -> np.ndarray:
 
 
 def trailing_median(values: np.ndarray, width: int) -> np.ndarray:
+    """Median of the last `width` points (the first width−1 use what exists)."""
     width = max(1, int(width))
     out = np.empty(values.size)
-    for i in range(values.size):
-        out[i] = np.median(values[max(0, i - width + 1) : i + 1])
+    head = min(width - 1, values.size)
+    for i in range(head):
+        out[i] = np.median(values[: i + 1])
+    if values.size >= width:
+        windows = np.lib.stride_tricks.sliding_window_view(values, width)
+        out[width - 1 :] = np.median(windows, axis=1)
     return out
 
 

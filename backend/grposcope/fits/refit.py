@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from grposcope.dynamics.fit import fit_series
@@ -101,24 +102,59 @@ def total_steps(run: Run) -> int | None:
     return None
 
 
+# The constrained fit costs several times the free one; it is redone once the series has
+# grown by this share since the last one (or when the run finishes) and carried forward,
+# marked with the step it was made at, in between.
+CONSTRAINED_GROWTH = 0.05
+
+
 def fit_one(
-    session: Session, run: Run, metric: str, cache: WarmCache | None, hyper: Any
-) -> FitSnapshot | None:
-    """Fit one series and add its snapshot; None when the series is empty."""
+    session: Session, run: Run, metric: str, cache: WarmCache | None, hyper: Any,
+    force: bool = False,
+) -> FitSnapshot | None:  # fmt: skip
+    """Fit one series and add its snapshot; None when it is empty or has no new point."""
     steps, values = load_arrays(session, run.id, metric)
     if steps.size == 0:
         return None
+    last = int(steps.max())
+    previous = session.execute(
+        select(FitSnapshot.step, FitSnapshot.payload["constrained"])
+        .where(FitSnapshot.run_id == run.id, FitSnapshot.metric == metric)
+        .order_by(FitSnapshot.id.desc()).limit(1)
+    ).first()  # fmt: skip
+    if previous is not None and previous[0] >= last and not force:
+        return None  # nothing new in this series (the run is dirty for other keys)
+    carried = _carry_constrained(previous, last, hyper, force)
     warm = cache.get(run.id, metric) if cache is not None else None
     started = time.perf_counter()
-    result = fit_series(steps, values, metric=metric, hyper=hyper, warm=warm)
+    use_hyper = None if carried is not None else hyper
+    result = fit_series(steps, values, metric=metric, hyper=use_hyper, warm=warm)
     if cache is not None:
         cache.put(run.id, metric, result)
-    payload = snapshot_payload(result, run, int(steps.max()), time.perf_counter() - started)
-    snap = FitSnapshot(run_id=run.id, metric=metric, step=int(steps.max()), created_at=utcnow(),
-                       **snapshot_columns(result))  # fmt: skip
+    payload = snapshot_payload(result, run, last, time.perf_counter() - started)
+    columns = snapshot_columns(result)
+    if carried is not None:
+        payload["constrained"] = carried
+        columns.update(margin_continuum=carried.get("margin_continuum"),
+                       margin_exact=carried.get("margin_exact"))  # fmt: skip
+    elif "constrained" in payload:
+        payload["constrained"]["step"] = last
+    snap = FitSnapshot(run_id=run.id, metric=metric, step=last, created_at=utcnow(), **columns)
     snap.payload = payload
     session.add(snap)
     return snap
+
+
+def _carry_constrained(previous: Any, last: int, hyper: Any, force: bool) -> dict | None:
+    """The previous constrained section, if it is recent enough to reuse."""
+    if hyper is None or previous is None or force:
+        return None
+    con = previous[1]
+    if not isinstance(con, dict) or not isinstance(con.get("step"), (int, float)):
+        return None
+    if last - con["step"] > CONSTRAINED_GROWTH * max(con["step"], 1):
+        return None
+    return con
 
 
 def snapshot_payload(result: FitResult, run: Run, step: int, seconds: float) -> dict[str, Any]:
@@ -163,9 +199,12 @@ def snapshot_columns(result: FitResult) -> dict[str, Any]:
     }
 
 
-def refit_run(session: Session, run: Run, keys: Iterable[str], cache: WarmCache | None
-              ) -> dict[str, FitSnapshot]:  # fmt: skip
-    """Refit the reward and the eval series; a fit that raises is logged and skipped."""
+def refit_run(session: Session, run: Run, keys: Iterable[str], cache: WarmCache | None,
+              force: bool = False) -> dict[str, FitSnapshot]:  # fmt: skip
+    """Refit the reward and the eval series; a fit that raises is logged and skipped.
+
+    A series without a new point since its last snapshot is not refitted unless `force`
+    (the final refit of a finished run)."""
     keys = list(keys)
     reward = pick_reward_key(keys)
     out: dict[str, FitSnapshot] = {}
@@ -174,7 +213,7 @@ def refit_run(session: Session, run: Run, keys: Iterable[str], cache: WarmCache 
         if metric is None:
             continue
         try:
-            snap = fit_one(session, run, metric, cache, h)
+            snap = fit_one(session, run, metric, cache, h, force)
         except Exception:  # noqa: BLE001 - one odd series must not stop the worker
             log.exception("run %s: fitting %r failed", run.id, metric)
             continue

@@ -94,14 +94,15 @@ class FitWorker:
                 return
             keys = list(runs_repo.latest_values(session, [run.id]).get(run.id, {}))
             started = utcnow()
-            snaps = refit_run(session, run, keys, self.cache)
+            finished = run.status in ("finished", "failed")
+            snaps = refit_run(session, run, keys, self.cache, force=finished)
             stamp = {"id": self.owner, "started": started.isoformat(),
                      "ended": utcnow().isoformat()}  # fmt: skip
             for snap in snaps.values():
                 snap.payload = {**snap.payload, "worker": stamp}
             self.fits_done += len(snaps)
             reward = pick_reward_key(keys)
-            if run.status in ("finished", "failed") and reward in snaps:
+            if finished and reward in snaps:
                 accuracy = _accuracy(session, run, reward)
                 snaps[reward].payload = {**snaps[reward].payload, "forecast_accuracy": accuracy}
             session.flush()
