@@ -37,6 +37,11 @@ def test_login_by_token_url_sets_a_cookie_and_drops_the_token(dash_server: Any,
     login(page, dash_server, dash_server.admin_token)
     page.get_by_text("default · admin").wait_for()
     assert "token=" not in page.url
+    admin = Api(dash_server.url, dash_server.admin_token)
+    if admin.http.get("/runs").json()["total"] == 0:  # a new user is told what to do next
+        page.get_by_text("No runs yet").wait_for()
+        assert "GRPOScopeCallback" in page.locator(".empty-state").inner_text()
+        shot(page, "empty-state")
     cookies = {c["name"]: c for c in page.context.cookies()}
     assert cookies["grposcope_token"]["value"] == dash_server.admin_token
     assert cookies["grposcope_token"]["httpOnly"]

@@ -15,7 +15,9 @@ def navbar(me: dict[str, Any] | None) -> dbc.Navbar:
         dbc.NavItem(dbc.NavLink("Compare", href="/compare", active="exact")),
         dbc.NavItem(dbc.NavLink("Alerts", href="/alerts", active="exact")),
     ]
-    if me and me.get("role") == "admin":
+    if not me:  # the login page: nothing to navigate to yet
+        links = []
+    elif me.get("role") == "admin":
         links.append(dbc.NavItem(dbc.NavLink("Settings", href="/settings", active="exact")))
     if me:
         who = html.Span(f"{me.get('team')} · {me.get('role')}", className="navbar-text me-3")
