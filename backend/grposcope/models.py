@@ -111,11 +111,17 @@ class MetricKey(Base):
 
 
 class Point(Base):
+    """One value of one key of one run at one step.
+
+    No foreign keys on purpose: Postgres checks them row by row, which tripled the cost of a
+    3,000-value batch (docs/benchmarks.md). Ingest validates the run and creates the keys in
+    the same transaction, and runs are never deleted through the API; code that deletes a run
+    must delete its points explicitly.
+    """
+
     __tablename__ = "points"
-    run_id: Mapped[int] = mapped_column(
-        ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True
-    )
-    key_id: Mapped[int] = mapped_column(ForeignKey("metric_keys.id"), primary_key=True)
+    run_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    key_id: Mapped[int] = mapped_column(Integer, primary_key=True)
     step: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     value: Mapped[float | None] = mapped_column(Float)
     flag: Mapped[int] = mapped_column(SmallInteger, default=FLAG_FINITE)

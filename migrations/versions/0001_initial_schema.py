@@ -175,8 +175,6 @@ def upgrade() -> None:
     sa.Column('value', sa.Float(), nullable=True),
     sa.Column('flag', sa.SmallInteger(), nullable=False),
     sa.Column('wall_time', sa.Float(), nullable=True),
-    sa.ForeignKeyConstraint(['key_id'], ['metric_keys.id'], name=op.f('fk_points_key_id_metric_keys')),
-    sa.ForeignKeyConstraint(['run_id'], ['runs.id'], name=op.f('fk_points_run_id_runs'), ondelete='CASCADE'),
     sa.PrimaryKeyConstraint('run_id', 'key_id', 'step', name=op.f('pk_points'))
     )
     op.create_table('run_metrics',

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
+from grposcope.db import dialect_insert
 from grposcope.models import MetricKey
 
 _COLUMNS = "run_id, key_id, step, value, flag, wall_time"
@@ -41,7 +41,7 @@ def key_ids(session: Session, names: Iterable[str]) -> dict[str, int]:
     found = _select_keys(session, wanted)
     missing = wanted - found.keys()
     if missing:
-        insert = _dialect_insert(session)(MetricKey).on_conflict_do_nothing()
+        insert = dialect_insert(session)(MetricKey).on_conflict_do_nothing()
         session.execute(insert, [{"name": name} for name in sorted(missing)])
         found.update(_select_keys(session, missing))
     return found
@@ -54,14 +54,6 @@ def _select_keys(session: Session, names: set[str]) -> dict[str, int]:
 
 def _is_postgres(session: Session) -> bool:
     return session.get_bind().dialect.name == "postgresql"
-
-
-def _dialect_insert(session: Session) -> Any:
-    if _is_postgres(session):
-        from sqlalchemy.dialects.postgresql import insert
-    else:
-        from sqlalchemy.dialects.sqlite import insert
-    return insert
 
 
 def insert_points(session: Session, run_id: int, cols: PointColumns) -> int:
@@ -122,7 +114,7 @@ def upsert_latest(session: Session, run_id: int, latest: dict[int, tuple[int, fl
         return
     from grposcope.models import RunMetric
 
-    insert = _dialect_insert(session)(RunMetric)
+    insert = dialect_insert(session)(RunMetric)
     stmt = insert.on_conflict_do_update(
         index_elements=["run_id", "key_id"],
         set_={
