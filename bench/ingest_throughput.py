@@ -95,8 +95,6 @@ def bench_grposcope(backend: str, args: argparse.Namespace, work: Path) -> Figur
     db_url = ctx.__enter__() if ctx else f"sqlite:///{work / 'bench.db'}"
     try:
         token = migrate_and_token(db_url)
-        if args.drop_point_fks and backend == "postgres":
-            drop_point_fks(db_url)
         proc, base = start_api(db_url, work, workers=args.workers, name=f"grposcope-{backend}")
         try:
             return _measure("grposcope", backend, args, lambda n: create_runs(base, token, n),
@@ -107,21 +105,6 @@ def bench_grposcope(backend: str, args: argparse.Namespace, work: Path) -> Figur
     finally:
         if ctx:
             ctx.__exit__(None, None, None)
-
-
-def drop_point_fks(db_url: str) -> None:
-    """Experiment only (``--drop-point-fks``): what the per-row foreign-key checks on points cost.
-
-    Postgres checks both foreign keys of every inserted point row (two index probes and a
-    row lock each); this measures the schema without them.
-    """
-    from sqlalchemy import create_engine, text
-
-    engine = create_engine(db_url)
-    with engine.begin() as conn:
-        for name in ("fk_points_run_id_runs", "fk_points_key_id_metric_keys"):
-            conn.execute(text(f"ALTER TABLE points DROP CONSTRAINT IF EXISTS {name}"))
-    engine.dispose()
 
 
 # --- MLflow ---------------------------------------------------------------------------------
@@ -256,8 +239,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration", type=float, default=20.0, help="seconds per workload (20)")
     parser.add_argument("--only", choices=("grposcope", "mlflow"), help="one system only")
     parser.add_argument("--backends", default="sqlite,postgres", help="sqlite,postgres")
-    parser.add_argument("--drop-point-fks", action="store_true",
-                        help="experiment: drop the points table's foreign keys first (Postgres)")
     parser.add_argument("--json", type=Path, help="also write the figures as JSON here")
     args = parser.parse_args(argv)
     if args.clients < 1 or args.workers < 1 or args.duration <= 0:
