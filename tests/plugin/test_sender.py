@@ -4,6 +4,8 @@ rejections, alerts. The real server is exercised in test_live_server.py and test
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -237,3 +239,28 @@ def test_an_orphan_the_token_cannot_write_does_not_block_our_run(stub, script, t
     assert sorted(script.steps) == [1, 2, 3, 4, 5] and script.steps[1] == {"reward": 0.1}
     assert sum(b.get("project") == "other" for _, b in stub.requests) == 1  # asked once
     assert orphan.fragments() and orphan.read_run()["name"] == "theirs"  # left in place
+
+
+def test_finish_never_overtakes_steps_logged_before_it(stub, script, tmp_path, monkeypatch):
+    # Regression: close() landing between the sender's persist and its finish used to finish
+    # the run with the last steps still queued. Widen that window: the sender thread now
+    # lingers right after each persist, where close() then almost surely lands.
+    from grposcope_trainer.sender import Sender
+
+    persist = Sender._persist_queue
+
+    def lingering_persist(self: Sender) -> None:
+        persist(self)
+        if threading.current_thread().name == "grposcope-sender":
+            time.sleep(0.1)
+
+    monkeypatch.setattr(Sender, "_persist_queue", lingering_persist)
+    for attempt in range(5):
+        script.steps.clear()
+        run = _run(stub, tmp_path, batch_interval=0.001)
+        run.log(1, {"reward": 0.5})
+        wait_for(lambda r=run: r.run_id is not None, timeout=10)
+        for step in range(2, 41):
+            run.log(step, {"reward": 0.5})
+        assert run.finish(timeout=30).delivered
+        assert sorted(script.steps) == list(range(1, 41)), f"attempt {attempt}"

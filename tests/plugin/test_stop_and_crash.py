@@ -96,3 +96,31 @@ def test_a_process_that_crashes_marks_its_run_failed(tmp_path) -> None:
     assert proc.returncode == 1 and "the training loop crashed" in proc.stderr
     assert script.finished == "failed"
     assert sorted(script.steps) == list(range(1, 11))
+
+
+def test_eval_metrics_arrive_once_with_the_train_metrics(tmp_path) -> None:
+    from transformers import TrainerControl, TrainerState, TrainingArguments
+
+    script = Script()
+    api = StubApi(script)
+    try:
+        args = TrainingArguments(output_dir=str(tmp_path / "out"), use_cpu=True, report_to=[])
+        state, control = TrainerState(), TrainerControl()
+        # a long batch interval: all three calls are persisted together, at close
+        callback = GRPOScopeCallback(
+            url=api.url, token="t", project="p", spool_dir=tmp_path / "spool", batch_interval=60
+        )
+        callback.on_train_begin(args, state, control)
+        state.global_step = 5
+        callback.on_log(args, state, control, logs={"reward": 0.5, "loss": 0.1})
+        evals = {"eval_reward": 0.4, "eval_loss": 0.2}
+        callback.on_evaluate(args, state, control, metrics=dict(evals))
+        callback.on_log(args, state, control, logs=dict(evals))  # Trainer.evaluate logs them too
+        callback.on_log(args, state, control, logs=["not", "a", "dict"])  # ignored, no raise
+        callback.on_train_end(args, state, control)
+    finally:
+        api.close()
+    assert callback.report.delivered
+    assert script.steps == {5: {"reward": 0.5, "loss": 0.1, **evals}}
+    sent = [s for p, b in api.requests if p.endswith("/ingest") for s in b["steps"]]
+    assert [s["step"] for s in sent] == [5]  # one record for the step, not three

@@ -85,13 +85,19 @@ class GRPOScopeCallback(TrainerCallback):
     def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any):
         run = self._run
         if run is not None and logs:
-            run.log(state.global_step, logs)
+            try:
+                run.log(state.global_step, logs)
+            except Exception:  # never into the training loop (a non-dict `logs`, say)
+                return
             self._check_stop(run, control)
 
     def on_evaluate(self, args: Any, state: Any, control: Any, metrics: Any = None, **kwargs: Any):
         run = self._run
         if run is not None and metrics:
-            run.log(state.global_step, metrics)
+            try:
+                run.log(state.global_step, metrics)
+            except Exception:  # never into the training loop
+                return
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any):
         run = self._run

@@ -158,8 +158,10 @@ class Sender:
 
     def _tick(self) -> bool:
         """One round of work; True when the thread should exit (closing and done or out of time)."""
-        self._persist_queue()
+        # Read the close flag *before* persisting: every step logged before close() is then
+        # in the queue we persist, so the finish below never overtakes a step.
         closing = self._close_status is not None
+        self._persist_queue()
         if closing and self._own.finish_status is None:
             self._own.finish_status = self._close_status
             try:

@@ -57,6 +57,9 @@ class Transport:
             base_url=f"{self.url}/api/v1",
             headers=headers,
             timeout=httpx.Timeout(timeout, connect=min(timeout, 5.0)),
+            # drop idle connections before servers do (uvicorn: 5 s), so a request rarely
+            # lands on a connection the server is closing
+            limits=httpx.Limits(keepalive_expiry=2.0),
             trust_env=False,  # an HTTP(S)_PROXY meant for the internet must not capture this
         )
 
@@ -79,7 +82,12 @@ class Transport:
             data = gzip.compress(data, compresslevel=5)
             headers["Content-Encoding"] = "gzip"
         try:
-            response = self._client.post(path, content=data, headers=headers)
+            try:
+                response = self._client.post(path, content=data, headers=headers)
+            except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError):
+                # Most often a pooled connection the server had just closed: one immediate
+                # retry on a fresh connection. Every call here is idempotent on the server.
+                response = self._client.post(path, content=data, headers=headers)
         except httpx.HTTPError as exc:
             return Reply(Outcome.RETRY, None, None, f"{type(exc).__name__}: {exc}")
         try:
