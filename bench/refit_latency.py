@@ -2,9 +2,11 @@
 
 A real `grposcope serve` process (embedded worker on, SQLite file by default, or Postgres
 with --postgres) receives N runs, each a thread that sends one step (30 TRL-like keys, the
-reward on a noisy learning curve) every --period seconds with jitter, then polls
-`GET /runs/{id}/fits?limit=1` every 250 ms until a snapshot at that step (or later) appears.
-The latency is that wait. Runs start with --warm steps already logged so every refit fits
+reward on a noisy learning curve) every --period seconds with jitter. The latency of a step
+is the `created_at` of the first snapshot at that step or later (read back through
+`GET /runs/{id}/fits` at the end, so the measurement adds no polling load) minus the time the
+step was sent; client and server share the clock. A step never fitted counts as infinite.
+Runs start with --warm steps already logged so every refit fits
 a real-length series. Prints p50/p95/p99/max and the number of refits.
 
     python bench/refit_latency.py --runs 50 --duration 60 --period 5
@@ -50,7 +52,8 @@ def record(step: int, rng: random.Random) -> dict:
 
 
 def live_run(base: str, token: str, run_id: int, stop: threading.Event, args: argparse.Namespace,
-             out: list[float], seed: int) -> None:  # fmt: skip
+             sent: dict[tuple[int, int], float], seed: int) -> None:  # fmt: skip
+    """Send one step every ~period seconds; record the wall time each was sent at."""
     import httpx
 
     rng = random.Random(seed)
@@ -59,27 +62,38 @@ def live_run(base: str, token: str, run_id: int, stop: threading.Event, args: ar
         step = args.warm
         time.sleep(rng.uniform(0, args.period))
         while not stop.is_set():
+            step += 1
+            started = time.time()
             try:
-                step = one_step(client, run_id, step, stop, rng, out)
+                client.post(f"/runs/{run_id}/ingest",
+                            json={"steps": [record(step, rng)]}).raise_for_status()  # fmt: skip
+                sent[(run_id, step)] = started
             except httpx.HTTPError as exc:
-                out.append(float("inf"))
                 print(f"run {run_id}: {type(exc).__name__}", file=sys.stderr)
-            stop.wait(max(0.0, args.period * rng.uniform(0.8, 1.2)))
+            stop.wait(max(0.0, args.period * rng.uniform(0.8, 1.2) - (time.time() - started)))
 
 
-def one_step(client, run_id: int, step: int, stop: threading.Event, rng: random.Random,
-             out: list[float]) -> int:  # type: ignore[no-untyped-def]  # fmt: skip
-    """Send the next step and wait until a refit at that step is visible; returns the step."""
-    step += 1
-    sent = time.perf_counter()
-    client.post(f"/runs/{run_id}/ingest", json={"steps": [record(step, rng)]}).raise_for_status()
-    while not stop.is_set():
-        items = client.get(f"/runs/{run_id}/fits", params={"limit": 1}).json()["items"]
-        if items and items[-1]["step"] >= step:
-            out.append(time.perf_counter() - sent)
-            break
-        time.sleep(0.25)
-    return step
+def latencies(base: str, token: str, ids: list[int], sent: dict[tuple[int, int], float],
+              ) -> list[float]:  # fmt: skip
+    """Per sent step: the creation time of the first snapshot at that step or later, minus
+    the time the step was sent (same machine, same clock); inf if none appeared."""
+    from datetime import datetime
+
+    import httpx
+
+    headers = {"Authorization": f"Bearer {token}"}
+    out = []
+    with httpx.Client(base_url=base + "/api/v1", headers=headers, timeout=120) as client:
+        for run_id in ids:
+            items = client.get(f"/runs/{run_id}/fits", params={"limit": 10000}).json()["items"]
+            snaps = sorted((i["step"], datetime.fromisoformat(i["created_at"]).timestamp())
+                           for i in items)  # fmt: skip
+            for (rid, step), t in sent.items():
+                if rid != run_id:
+                    continue
+                after = [c for s, c in snaps if s >= step]
+                out.append(min(after) - t if after else float("inf"))
+    return out
 
 
 def warm_up(base: str, token: str, ids: list[int], n: int) -> None:
@@ -130,10 +144,9 @@ def bench(db_url: str, tmp: Path, args: argparse.Namespace) -> int:
         wait_http(proc, base + "/api/v1/health")
         ids = create_runs(base, token, args.runs)
         warm_up(base, token, ids, args.warm)
-        latencies: list[float] = []
+        sent: dict[tuple[int, int], float] = {}
         stop = threading.Event()
-        threads = [threading.Thread(target=live_run, args=(base, token, rid, stop, args,
-                                                           latencies, i))
+        threads = [threading.Thread(target=live_run, args=(base, token, rid, stop, args, sent, i))
                    for i, rid in enumerate(ids)]  # fmt: skip
         for t in threads:
             t.start()
@@ -141,9 +154,10 @@ def bench(db_url: str, tmp: Path, args: argparse.Namespace) -> int:
         stop.set()
         for t in threads:
             t.join(timeout=60)
+        time.sleep(max(5.0, 2 * args.interval))  # let the last refits land
+        lat = sorted(latencies(base, token, ids, sent))
     finally:
         proc.stop()
-    lat = sorted(latencies)
     result = {"machine": machine(), "db": db_url.split(":")[0], "runs": args.runs,
               "period_s": args.period, "fit_interval_s": args.interval, "warm_steps": args.warm,
               "load_average_1m": os.getloadavg()[0], "failed": sum(x == float("inf") for x in lat),

@@ -1,5 +1,5 @@
-"""The in-process worker started by the API (GRPOSCOPE_EMBEDDED_WORKER, on by default): one
-fit thread and one webhook delivery thread, daemon threads stopped on shutdown."""
+"""The in-process worker started by the API (GRPOSCOPE_EMBEDDED_WORKER, on by default): fit
+threads and one webhook delivery thread, daemon threads stopped on shutdown."""
 
 from __future__ import annotations
 
@@ -9,6 +9,11 @@ from collections.abc import Callable
 from typing import Any
 
 log = logging.getLogger("grposcope.worker")
+
+# Two fit threads share one worker (one claimer, so no run is fitted twice at once): SQLite
+# I/O and parts of NumPy/SciPy release the GIL, so a second thread keeps a core busy while the
+# first waits on the database.
+FIT_THREADS = 2
 
 
 def start_embedded(app: Any) -> list[Callable[[], None]]:
@@ -28,7 +33,10 @@ def start_threads(engine: Any, factory: Any, settings: Any, *, poll_s: float = 0
     worker = FitWorker(engine, factory, settings, poll_s=poll_s)
     deliverer = Deliverer(factory)
     threads = [
-        threading.Thread(target=worker.serve, args=(stop,), name="grposcope-fit", daemon=True),
+        threading.Thread(target=worker.serve, args=(stop,), name=f"grposcope-fit-{i}", daemon=True)
+        for i in range(FIT_THREADS)
+    ]
+    threads += [
         threading.Thread(
             target=deliverer.serve, args=(stop,), name="grposcope-hooks", daemon=True
         ),  # fmt: skip
