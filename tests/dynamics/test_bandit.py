@@ -4,6 +4,7 @@ against the stability predictors, and the CLI."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import math
 
@@ -220,3 +221,22 @@ def test_cli_human_output_and_errors(capsys) -> None:
     assert "does not apply" in capsys.readouterr().out
     assert main(["bandit", "run", "--beta", "-1"]) == 2
     assert "beta" in capsys.readouterr().err
+
+
+def test_a_learning_rate_warmup_carries_a_stable_run_past_the_threshold():
+    """The demo's scenario: stable while the lr is small, unstable at the peak lr."""
+    from grposcope.dynamics.bandit import BanditConfig, measure_stiffness, run
+    from grposcope.dynamics.stability import exact_stability
+
+    cfg = BanditConfig(rewards=(1.0, 0.0), lr=0.5, momentum=0.5, beta=0.5, G=32, k_ref=24)
+    s = measure_stiffness(cfg)
+    peak = cfg.hyper(s.stale_fraction)
+    early = exact_stability(dataclasses.replace(peak, lr=0.05), s.K)
+    assert early.margin > 0.5 > 0 > exact_stability(peak, s.K).margin
+    steps = 400
+    scale = np.minimum(1.0, 0.1 + 0.9 * np.arange(steps) / 250)
+    p = run(cfg, steps, seed=0, lr_scale=scale).expected_reward
+    assert abs(np.mean(p[40:120]) - s.p_star) < 0.05  # settles near p* while the lr is low
+    assert np.ptp(p[300:]) > 3 * np.ptp(p[60:120]) or np.mean(p[330:] > 0.98) > 0.5
+    with pytest.raises(ValueError, match="lr_scale"):
+        run(cfg, 10, lr_scale=np.ones(9))

@@ -264,8 +264,12 @@ def simulate(
     k_ref: np.ndarray | None = None,
     G: int | None = None,
     rng: np.random.Generator | None = None,
+    lr_scale: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Run rows of theta0 (shape (B, arms)) for ``steps`` steps; per-row overrides of cfg allowed.
+
+    ``lr_scale`` (shape (steps,)) multiplies the learning rate step by step: a schedule such as
+    a warmup, under which a run can start stable and cross the threshold later.
 
     Returns (p, batch): p[t, b] is pi_theta(t)·r before update t (t = 0..steps), batch[t, b] the
     batch-mean reward of the samples update t used. G None: the infinite-sample expected update.
@@ -279,6 +283,9 @@ def simulate(
     k_ = np.broadcast_to(cfg.k_ref if k_ref is None else k_ref, (rows,)).astype(int)
     if G is not None and rng is None:
         raise ValueError("rng is required for a finite-G run")
+    scale = np.ones(steps) if lr_scale is None else np.asarray(lr_scale, dtype=float)
+    if scale.shape != (steps,) or not np.all(np.isfinite(scale)) or np.any(scale < 0):
+        raise ValueError(f"lr_scale must be {steps} finite values >= 0")
     theta_b, vel = theta.copy(), np.zeros_like(theta)
     p = np.empty((steps + 1, rows))
     batch = np.empty((steps, rows))
@@ -290,7 +297,7 @@ def simulate(
         counts = None if G is None else rng.multinomial(G, softmax(theta_b)).astype(float)
         g, batch[t] = force(cfg, theta, theta_b, beta_, counts)
         vel = mu_ * vel + g
-        theta = theta + lr_ * vel
+        theta = theta + lr_ * scale[t] * vel
     p[steps] = softmax(theta) @ r
     return p, batch
 
@@ -302,6 +309,7 @@ def run(
     seed: int | None = 0,
     deterministic: bool = False,
     theta0: np.ndarray | None = None,
+    lr_scale: np.ndarray | None = None,
 ) -> Trajectory:
     """One run from the reference policy (or theta0): finite G with a seeded generator, or the
     infinite-sample deterministic limit."""
@@ -310,7 +318,8 @@ def run(
     start = cfg.log_ref if theta0 is None else np.asarray(theta0, dtype=float)
     rng = None if deterministic else np.random.default_rng(seed)
     p, batch = simulate(
-        cfg, start[None, :], int(steps), G=None if deterministic else cfg.G, rng=rng
+        cfg, start[None, :], int(steps), G=None if deterministic else cfg.G, rng=rng,
+        lr_scale=lr_scale,
     )
     return Trajectory(steps=np.arange(1, steps + 1), expected_reward=p[:-1, 0], reward=batch[:, 0])
 
