@@ -20,7 +20,7 @@ class Hyperparameters(BaseModel):
     steps_per_generation: int | None = Field(None, ge=1)
     num_iterations: int | None = Field(None, ge=1)
     k_ref: int | None = Field(
-        None, ge=1, description="Refresh interval = steps_per_generation × num_iterations."
+        None, ge=1, description="Refresh interval in optimizer steps (DESIGN 2.1: K_ref)."
     )
     beta: float | None = Field(None, ge=0, description="KL weight β.")
     epsilon: float | None = Field(None, ge=0, description="Clip ε.")
