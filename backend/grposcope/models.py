@@ -120,6 +120,8 @@ class Point(Base):
     """
 
     __tablename__ = "points"
+    # SQLite: cluster rows by (run, key, step) so a series is one sequential range scan.
+    __table_args__ = {"sqlite_with_rowid": False}
     run_id: Mapped[int] = mapped_column(Integer, primary_key=True)
     key_id: Mapped[int] = mapped_column(Integer, primary_key=True)
     step: Mapped[int] = mapped_column(BigInteger, primary_key=True)

@@ -175,7 +175,8 @@ def upgrade() -> None:
     sa.Column('value', sa.Float(), nullable=True),
     sa.Column('flag', sa.SmallInteger(), nullable=False),
     sa.Column('wall_time', sa.Float(), nullable=True),
-    sa.PrimaryKeyConstraint('run_id', 'key_id', 'step', name=op.f('pk_points'))
+    sa.PrimaryKeyConstraint('run_id', 'key_id', 'step', name=op.f('pk_points')),
+    sqlite_with_rowid=False
     )
     op.create_table('run_metrics',
     sa.Column('run_id', sa.Integer(), nullable=False),
