@@ -21,7 +21,13 @@ def start_embedded(app: Any) -> list[Callable[[], None]]:
     settings = app.state.settings
     if not settings.embedded_worker:
         return []
-    return start_threads(app.state.engine, app.state.session_factory, settings)
+    from grposcope.db import make_engine, make_session_factory
+
+    # The worker gets its own connection pool: with 50 live runs the API's request threads can
+    # hold every pooled connection at once, and a worker waiting for one stalls every refit.
+    engine = make_engine(settings.database_url, pool_size=4)
+    stops = start_threads(engine, make_session_factory(engine), settings)
+    return [*stops, engine.dispose]
 
 
 def start_threads(engine: Any, factory: Any, settings: Any, *, poll_s: float = 0.1

@@ -36,7 +36,11 @@ def worker_id() -> str:
 
 
 class FitWorker:
-    """One worker: `run_once()` claims and processes a batch; `serve()` loops until stopped."""
+    """One worker: `run_once()` claims and processes a batch; `serve()` loops until stopped.
+
+    The batch is small (2) on purpose: claimed runs wait for the ones before them in the
+    batch, so a large batch adds head-of-line delay while other threads or workers sit idle.
+    """
 
     def __init__(
         self,
@@ -44,7 +48,7 @@ class FitWorker:
         factory: sessionmaker[Session],
         settings: Settings,
         *,
-        batch: int = 8,
+        batch: int = 2,
         poll_s: float = 0.1,
         stall_every_s: float = 5.0,
     ) -> None:
