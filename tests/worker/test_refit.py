@@ -119,3 +119,21 @@ def test_no_new_reward_point_no_new_snapshot_and_constrained_carried(api):
     drain(worker)
     fit = _get(api, f"/runs/{run['id']}/fit").json()
     assert fit["step"] == 121 and fit["constrained"]["step"] == 120
+
+
+def test_whatif_from_the_stored_constrained_fit(api):
+    plain = make_run(api, api.alpha, name="plain", run_key="plain")
+    hyper = {"learning_rate": 1e-6, "momentum": 0.9, "k_ref": 4, "num_generations": 8}
+    run = make_run(api, api.alpha, hyperparameters=hyper)
+    steps, values = learning_curve()
+    for r in (plain, run):
+        send(api, api.alpha, r["id"], steps, reward=values)
+    drain(worker_for(api))
+    assert _get(api, f"/runs/{plain['id']}/whatif", lr=1e-5).status_code == 422
+    base = _get(api, f"/runs/{run['id']}/whatif").json()
+    faster = _get(api, f"/runs/{run['id']}/whatif", k_ref=64, num_generations=16).json()
+    assert base["hyperparameters"]["k_ref"] == 4 and faster["hyperparameters"]["k_ref"] == 64
+    assert faster["margin_exact"] < base["margin_exact"]  # staler samples: less margin
+    assert len(faster["trajectory"]["steps"]) == len(faster["trajectory"]["mean"]) > 10
+    assert faster["spread_ratio"] < 1.0  # larger groups: smaller spread
+    assert _get(api, f"/runs/{run['id']}/whatif", lr=-1).status_code == 422
