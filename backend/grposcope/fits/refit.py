@@ -7,6 +7,7 @@ gets a cold fit, which only costs a few milliseconds more.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -127,8 +128,10 @@ def fit_one(
     carried = _carry_constrained(previous, last, hyper, force)
     warm = cache.get(run.id, metric) if cache is not None else None
     started = time.perf_counter()
-    use_hyper = None if carried is not None else hyper
-    result = fit_series(steps, values, metric=metric, hyper=use_hyper, warm=warm)
+    fit_hyper = None
+    if carried is None and hyper is not None:
+        fit_hyper = hyper_in_effect(session, run, hyper, steps)
+    result = fit_series(steps, values, metric=metric, hyper=fit_hyper, warm=warm)
     if cache is not None:
         cache.put(run.id, metric, result)
     payload = snapshot_payload(result, run, last, time.perf_counter() - started)
@@ -137,12 +140,41 @@ def fit_one(
         payload["constrained"] = carried
         columns.update(margin_continuum=carried.get("margin_continuum"),
                        margin_exact=carried.get("margin_exact"))  # fmt: skip
-    elif "constrained" in payload:
-        payload["constrained"]["step"] = last
+    elif "constrained" in payload and result.constrained is not None:
+        payload["constrained"].update(step=last, **finite(margins_at(hyper, result.constrained.K)),
+                                      lr_measured_at=fit_hyper.lr)  # fmt: skip
+        columns.update(margin_continuum=payload["constrained"]["margin_continuum"],
+                       margin_exact=payload["constrained"]["margin_exact"])  # fmt: skip
     snap = FitSnapshot(run_id=run.id, metric=metric, step=last, created_at=utcnow(), **columns)
     snap.payload = payload
     session.add(snap)
     return snap
+
+
+def hyper_in_effect(session: Session, run: Run, hyper: Any, steps: np.ndarray) -> Any:
+    """The hyperparameters with the learning rate the fitted steps actually ran at.
+
+    The reward curve measures a = η·K, so K must be read with the η in effect: under a
+    warmup the logged `learning_rate` is a fraction of the configured peak, and reading the
+    curve with the peak would understate K by that fraction — and with it, the danger.
+    """
+    logged_steps, logged = load_arrays(session, run.id, "learning_rate")
+    inside = (logged_steps >= steps.min()) & (logged_steps <= steps.max()) & (logged > 0)
+    inside &= np.isfinite(logged)
+    if not inside.any():
+        return hyper
+    lr = float(np.mean(logged[inside]))
+    return dataclasses.replace(hyper, lr=lr) if abs(lr - hyper.lr) > 1e-3 * hyper.lr else hyper
+
+
+def margins_at(hyper: Any, K: float) -> dict[str, Any]:
+    """Margins of the run's configured hyperparameters (its peak lr) at the measured K."""
+    from grposcope.dynamics.stability import continuum_margin, exact_stability
+
+    exact = exact_stability(hyper, K)
+    return {"margin_continuum": float(continuum_margin(hyper, K)),
+            "margin_exact": float(exact.margin), "lr": hyper.lr,
+            "lag_applies": exact.lag_applies, "note": exact.note}  # fmt: skip
 
 
 def _carry_constrained(previous: Any, last: int, hyper: Any, force: bool) -> dict | None:

@@ -1,0 +1,78 @@
+"""The predicted form of dynamical_instability: a run whose lr warmup will carry it past the
+exact stability threshold is flagged from its early, healthy rise — before it oscillates."""
+
+from __future__ import annotations
+
+import pytest
+from fastapi.testclient import TestClient
+
+from grposcope.demo import BanditScenario, bandit_trajectory
+from grposcope.dynamics.bandit import measure_stiffness
+from grposcope.dynamics.stability import exact_stability
+
+STEPS, CHUNK = 160, 5
+
+
+def replay(tmp_path, scenario: BanditScenario) -> tuple[list[dict], dict]:
+    from grposcope.accounts.service import create_token
+    from grposcope.app import create_app
+    from grposcope.config import Settings
+    from grposcope.db import session_scope
+    from grposcope.worker.loop import FitWorker
+
+    settings = Settings(database_url=f"sqlite:///{tmp_path / 'w.db'}", embedded_worker=False,
+                        dashboard=False, fit_interval_s=0.0)  # fmt: skip
+    app = create_app(settings)
+    cfg, scale, tr = bandit_trajectory(scenario, seed=0, steps=STEPS)
+    with TestClient(app) as client:
+        with session_scope(app.state.session_factory) as session:
+            headers = {"Authorization": f"Bearer {create_token(session, 'b', 'writer')[1]}"}
+        hyper = {"learning_rate": cfg.lr, "optimizer": "sgd", "momentum": cfg.momentum,
+                 "k_ref": cfg.k_ref, "correction": "none", "num_generations": cfg.G}  # fmt: skip
+        body = {"project": "bandit", "name": scenario.name, "hyperparameters": hyper}
+        run_id = client.post("/api/v1/runs", json=body, headers=headers).json()["id"]
+        worker = FitWorker(app.state.engine, app.state.session_factory, settings)
+        rows = [{"step": int(s), "metrics": {"reward": float(r), "learning_rate": cfg.lr * f}}
+                for s, r, f in zip(tr.steps, tr.reward, scale, strict=True)]  # fmt: skip
+        for lo in range(0, len(rows), CHUNK):
+            client.post(f"/api/v1/runs/{run_id}/ingest", json={"steps": rows[lo:lo + CHUNK]},
+                        headers=headers)  # fmt: skip
+            worker.run_once()
+        alerts = client.get("/api/v1/alerts", params={"run_id": run_id, "limit": 1000,
+                            "kind": "dynamical_instability"}, headers=headers).json()["items"]
+        fit = client.get(f"/api/v1/runs/{run_id}/fit", headers=headers).json()
+    return sorted(alerts, key=lambda a: a["opened_step"]), fit
+
+
+def crossing_step(scenario: BanditScenario) -> int:
+    """The step at which the lr in effect first makes the exact margin negative."""
+    import dataclasses
+
+    cfg, scale, _ = bandit_trajectory(scenario, seed=0, steps=STEPS)
+    stiffness = measure_stiffness(cfg)
+    hyper = cfg.hyper(stiffness.stale_fraction)
+    for step, factor in enumerate(scale, start=1):
+        if exact_stability(dataclasses.replace(hyper, lr=cfg.lr * factor), stiffness.K).margin < 0:
+            return step
+    return STEPS + 1
+
+
+@pytest.mark.slow
+def test_warmup_past_the_threshold_is_predicted_before_it_goes_unstable(tmp_path):
+    scenario = BanditScenario("warmup-k24", 24, 1.0, warmup_steps=250)
+    alerts, fit = replay(tmp_path, scenario)
+    unstable_from = crossing_step(scenario)
+    assert 100 < unstable_from < STEPS
+    assert alerts, "no dynamical_instability alert"
+    first = alerts[0]
+    assert first["opened_step"] < unstable_from - 30, (first, unstable_from)
+    assert first["evidence"].get("margin_exact", 1) < 0.1, first  # at or past the edge
+    constrained = fit["constrained"]
+    assert constrained["lr"] == 0.5 and constrained["lr_measured_at"] < 0.5
+
+
+@pytest.mark.slow
+def test_the_same_warmup_well_inside_the_threshold_is_not_flagged(tmp_path):
+    alerts, fit = replay(tmp_path, BanditScenario("warmup-k1", 1, 1.0, warmup_steps=250))
+    assert not [a for a in alerts if a["severity"] == "critical"], alerts
+    assert fit["constrained"]["margin_exact"] > 0.5
