@@ -45,6 +45,7 @@ def main() -> int:
                                      f" ({_why(a)})" for a in alerts) or "—"  # fmt: skip
                     print(f"| lr={kw['lr']} μ={kw['momentum']} β={kw['beta']} | {k} | {thr} | "
                           f"{seed} | {div} | {text} |", flush=True)  # fmt: skip
+        warmup_table(Path(tmp))
     return 0
 
 
@@ -66,7 +67,34 @@ def divergence_step(cfg, p_star: float) -> int | None:  # type: ignore[no-untype
     return int(np.argmax(far)) + 1 if tail_far else None
 
 
-def replay(cfg, seed: int, tmp: Path) -> list[dict]:  # type: ignore[no-untyped-def]
+def warmup_table(tmp: Path) -> None:
+    """Runs whose linear lr warmup (10 % → 100 % over 250 steps) crosses the exact threshold
+    part-way: the curvature is measured at the lr in effect during the early, healthy rise,
+    and the margin at the configured peak lr predicts the instability."""
+    import dataclasses
+
+    from grposcope.demo import lr_scale
+    from grposcope.dynamics.bandit import BanditConfig, measure_stiffness
+    from grposcope.dynamics.stability import exact_stability
+
+    print("\n| K_ref | seed | step the lr crosses the threshold | first instability alert |")
+    print("|---|---|---|---|")
+    for k in (1, 4, 24, 32):
+        cfg = BanditConfig(rewards=(1.0, 0.0), lr=0.5, momentum=0.5, beta=0.5, G=32, k_ref=k)
+        st = measure_stiffness(cfg)
+        scale = lr_scale(250, STEPS)
+        hyper = cfg.hyper(st.stale_fraction)
+        cross = next((i + 1 for i, f in enumerate(scale) if exact_stability(
+            dataclasses.replace(hyper, lr=cfg.lr * f), st.K).margin < 0), None)  # fmt: skip
+        for seed in SEEDS:
+            alerts = replay(cfg, seed, tmp, scale)
+            first = next((a for a in alerts if a["severity"] != "info"), None)
+            text = "—" if first is None else (
+                f"{first['severity']} @{first['opened_step']} ({_why(first)})")  # fmt: skip
+            print(f"| {k} | {seed} | {cross} | {text} |", flush=True)
+
+
+def replay(cfg, seed: int, tmp: Path, scale=None) -> list[dict]:  # type: ignore[no-untyped-def]
     from fastapi.testclient import TestClient
 
     from grposcope.accounts.service import create_token
@@ -76,11 +104,12 @@ def replay(cfg, seed: int, tmp: Path) -> list[dict]:  # type: ignore[no-untyped-
     from grposcope.dynamics.bandit import run
     from grposcope.worker.loop import FitWorker
 
-    db = tmp / f"b{cfg.k_ref}_{cfg.lr}_{seed}.db"
+    db = tmp / f"b{cfg.k_ref}_{cfg.lr}_{seed}_{scale is not None}.db"
     settings = Settings(database_url=f"sqlite:///{db}", embedded_worker=False, dashboard=False,
                         fit_interval_s=0.0)  # fmt: skip
     app = create_app(settings)
-    tr = run(cfg, STEPS, seed=seed)
+    tr = run(cfg, STEPS, seed=seed, lr_scale=scale)
+    lrs = cfg.lr * (np.ones(STEPS) if scale is None else scale)
     with TestClient(app) as client:
         with session_scope(app.state.session_factory) as session:
             headers = {"Authorization": f"Bearer {create_token(session, 'b', 'writer')[1]}"}
@@ -89,8 +118,8 @@ def replay(cfg, seed: int, tmp: Path) -> list[dict]:  # type: ignore[no-untyped-
         body = {"project": "bandit", "name": f"k{cfg.k_ref}", "hyperparameters": hyper}
         run_id = client.post("/api/v1/runs", json=body, headers=headers).json()["id"]
         worker = FitWorker(app.state.engine, app.state.session_factory, settings)
-        rows = [{"step": int(s), "metrics": {"reward": float(r)}}
-                for s, r in zip(tr.steps, tr.reward, strict=True)]  # fmt: skip
+        rows = [{"step": int(s), "metrics": {"reward": float(r), "learning_rate": float(lr)}}
+                for s, r, lr in zip(tr.steps, tr.reward, lrs, strict=True)]  # fmt: skip
         for lo in range(0, len(rows), CHUNK):
             client.post(f"/api/v1/runs/{run_id}/ingest", json={"steps": rows[lo:lo + CHUNK]},
                         headers=headers)  # fmt: skip

@@ -107,7 +107,7 @@ def test_instability_nan_is_critical_and_predicted_margin_warns_first():
     )
     assert out.severity == "critical" and out.current.opened_step == 200
     fits = [
-        FitPoint(step=int(k), success=True, margin_exact=m, constrained_r2=0.9)
+        FitPoint(step=int(k), success=True, margin_exact=m, constrained_r2=0.9, n_points=int(k))
         for k, m in zip(range(20, 201, 10), np.linspace(0.5, -0.2, 19), strict=True)
     ]
     out = evaluate(
@@ -172,3 +172,12 @@ def test_disabled_rule_is_unavailable_and_params_validated():
     with pytest.raises(ValueError, match="unknown parameter"):
         validate_params("advantage_degeneracy", {"bogus": 1})
     assert validate_params("run_stalled", {"stall_after_s": 60}) == {"stall_after_s": 60.0}
+
+
+def test_a_margin_read_off_a_handful_of_points_is_not_believed():
+    s, v = _curve()
+    early = [FitPoint(step=10, success=True, margin_exact=-0.8, constrained_r2=0.95, n_points=10)]
+    out = evaluate("dynamical_instability", RunData({"reward": (s, v)}, "reward", fits=early),
+                   defaults("dynamical_instability"))  # fmt: skip
+    assert out.severity != "critical"
+    assert not (out.evidence or {}).get("predicted")

@@ -53,6 +53,7 @@ RULES: dict[str, dict[str, Param]] = {
     "dynamical_instability": {
         "margin_warn": Param(0.1, 0.0, 10.0, "exact margin below this warns (≤ 0 critical)"),
         "min_fit_r2": Param(0.5, -1.0, 1.0, "smoothed R² a fit needs to be believed"),
+        "min_fit_points": Param(20, 3, 100_000, "steps a fit needs before its margin counts", True),
         "zeta_info": Param(0.7, 0.0, 1.0, "fitted ζ below this with overshoot is reported"),
         "grad_growth": Param(10.0, 1.5, 1e6, "grad_norm growth factor that warns"),
         "clip_ratio_warn": Param(0.3, 0.0, 1.0, "clip/importance-ratio share that warns"),

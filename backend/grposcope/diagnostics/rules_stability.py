@@ -163,7 +163,9 @@ def _reward_fall(data: RunData, p: Params) -> Sub | None:
 
 def _margin(data: RunData, p: Params) -> Sub | None:
     fits = [f for f in data.fits if f.margin_exact is not None and f.constrained_r2 is not None]
-    fits = [f for f in fits if f.constrained_r2 >= p["min_fit_r2"]]  # type: ignore[operator]
+    # A curvature read off a handful of points is noise: the margin needs a real rise behind it.
+    fits = [f for f in fits if f.constrained_r2 >= p["min_fit_r2"]  # type: ignore[operator]
+            and f.n_points >= p["min_fit_points"]]  # fmt: skip
     if not fits:
         return None
     steps = np.array([f.step for f in fits], dtype=np.int64)

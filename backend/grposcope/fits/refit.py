@@ -130,7 +130,7 @@ def fit_one(
     started = time.perf_counter()
     fit_hyper = None
     if carried is None and hyper is not None:
-        fit_hyper = hyper_in_effect(session, run, hyper, steps)
+        fit_hyper = hyper_in_effect(session, run, hyper, steps, values)
     result = fit_series(steps, values, metric=metric, hyper=fit_hyper, warm=warm)
     if cache is not None:
         cache.put(run.id, metric, result)
@@ -151,7 +151,8 @@ def fit_one(
     return snap
 
 
-def hyper_in_effect(session: Session, run: Run, hyper: Any, steps: np.ndarray) -> Any:
+def hyper_in_effect(session: Session, run: Run, hyper: Any, steps: np.ndarray,
+                    values: np.ndarray) -> Any:  # fmt: skip
     """The hyperparameters with the learning rate the fitted steps actually ran at.
 
     The reward curve measures a = η·K, so K must be read with the η in effect: under a
@@ -159,12 +160,32 @@ def hyper_in_effect(session: Session, run: Run, hyper: Any, steps: np.ndarray) -
     curve with the peak would understate K by that fraction — and with it, the danger.
     """
     logged_steps, logged = load_arrays(session, run.id, "learning_rate")
-    inside = (logged_steps >= steps.min()) & (logged_steps <= steps.max()) & (logged > 0)
-    inside &= np.isfinite(logged)
-    if not inside.any():
+    ok = np.isfinite(logged) & (logged > 0)
+    logged_steps, logged = logged_steps[ok], logged[ok]
+    if logged.size == 0 or steps.size < 3:
         return hyper
-    lr = float(np.mean(logged[inside]))
+    lr_at_steps = np.interp(steps, logged_steps, logged)
+    lr = float(np.mean(lr_at_steps[: _rise_end(values) + 1]))
     return dataclasses.replace(hyper, lr=lr) if abs(lr - hyper.lr) > 1e-3 * hyper.lr else hyper
+
+
+def _rise_end(values: np.ndarray) -> int:
+    """Index where a smoothed copy of the curve has covered 90 % of its rise (or fall).
+
+    The timescale the fit reads comes from the rise, not from the plateau's noise, so the lr
+    of the rise is the one that converts it into K; averaging over the plateau too would let
+    a warmup that continues after the rise dilute K, and with it the warning.
+    """
+    v = values[np.isfinite(values)]
+    if v.size < 6:
+        return max(v.size - 1, 0)
+    width = max(3, v.size // 20)
+    smooth = np.convolve(v, np.ones(width) / width, mode="valid")
+    start = smooth[0]
+    end = np.mean(smooth[-max(1, smooth.size // 4):])
+    progress = (smooth - start) / (end - start) if end != start else np.ones_like(smooth)
+    reached = np.flatnonzero(progress >= 0.9)
+    return int(min(reached[0] + width, v.size - 1)) if reached.size else v.size - 1
 
 
 def margins_at(hyper: Any, K: float) -> dict[str, Any]:
