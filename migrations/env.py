@@ -7,6 +7,7 @@ makes autogenerate notice column type changes, so the model/migration agreement 
 from __future__ import annotations
 
 from alembic import context
+
 from grposcope import models  # noqa: F401  (registers every table on the metadata)
 from grposcope.db import Base, make_engine
 
