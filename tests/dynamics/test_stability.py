@@ -166,3 +166,14 @@ def test_critical_k_ref_brackets_the_edge(lr: float, mu: float, K: float) -> Non
             assert spectral_radius(lr * K, 0.0, mu, k - 1) < 1.0
     kc = critical_k_ref(h, K, "continuum", max_k_ref=10**9)
     assert kc == max(1, math.ceil((1 - mu) / (lr * K) - 1e-9))
+
+
+def test_a_stable_island_past_the_first_unstable_band_has_a_positive_margin():
+    """Found by hypothesis: with a small stale share and mu = 0.875 the stable set in K is not
+    one interval; the margin is measured to the nearest edge, so its sign follows rho."""
+    h = Hyper(lr=0.5, optimizer="sgd", momentum=0.875, k_ref=4, correction="none",
+              stale_fraction=0.25)  # fmt: skip
+    inside, band, island = (exact_stability(h, K) for K in (1.0, 2.0, 3.0))
+    assert inside.rho < 1 and inside.margin > 0
+    assert band.rho >= 1 and band.margin < 0
+    assert island.rho < 1 and island.margin > 0 and island.k_critical > 3.0

@@ -178,10 +178,11 @@ class ExactStability:
     """The exact linear criterion at one (hyperparameters, K).
 
     ``rho``: spectral radius of the one-period map (stable iff < 1). ``k_critical``: the critical
-    stiffness K_crit, the edge of the stable interval (0, K_crit) at these hyperparameters (None if
-    no instability was found up to 1e3× the heavy-ball bound). ``margin`` = 1 - K/K_crit, the same
-    scale as the continuum margin. ``lag_applies`` is False when nothing lags (stale share 0, or a
-    sawtooth with k_ref = 1); ``note`` says which criterion was used, in words.
+    stiffness K_crit, the edge of the stable region nearest to K on K's side (for the usual
+    single stable interval (0, K_crit), its upper end; None if no instability was found up to
+    1e3× the heavy-ball bound). ``margin`` = 1 - K/K_crit, the same scale as the continuum
+    margin, positive exactly when rho < 1. ``lag_applies`` is False when nothing lags (stale
+    share 0, or a sawtooth with k_ref = 1); ``note`` says which criterion was used, in words.
     """
 
     rho: float
@@ -299,6 +300,41 @@ def _critical_stiffness(h: Hyper, lag: Lag) -> float | None:
     return math.sqrt(lo * hi)
 
 
+def _nearest_edge(h: Hyper, lag: Lag, K: float, stable: bool) -> float | None:
+    """The edge of the stable region nearest to K on its own side: above K when K is stable,
+    below it when K is not. Stability in K need not be one interval (with a small stale share
+    and a large mu there are stable islands past the first unstable band), so the margin is
+    measured to the nearest edge, which keeps its sign equal to the sign of 1 - rho.
+    """
+    eta, mu = heavy_ball(h)
+    f = h.stale_share
+    k_hb = 2.0 * (1.0 + mu) / eta
+
+    def rho(k: float) -> float:
+        return spectral_radius(eta * k * f, eta * k * (1.0 - f), mu, h.k_ref, lag)
+
+    inside, outside = K, K
+    if stable:  # walk up to the first unstable stiffness
+        while rho(outside) < 1.0:
+            inside, outside = outside, outside * 2.0
+            if outside > k_hb * 1e3:
+                return None
+    else:  # walk down to the first stable stiffness
+        while rho(inside) >= 1.0:
+            outside, inside = inside, inside / 2.0
+            if inside < K * 1e-12:
+                return inside
+    for _ in range(60):
+        mid = math.sqrt(inside * outside)
+        if rho(mid) < 1.0:
+            inside = mid
+        else:
+            outside = mid
+        if outside / inside - 1.0 < 1e-12:
+            break
+    return math.sqrt(inside * outside)
+
+
 def exact_stability(h: Hyper, K: float, lag: Lag = "sawtooth") -> ExactStability:
     """Exact linear stability at stiffness K: rho of the one-period map, margin 1 - K/K_crit.
 
@@ -314,7 +350,7 @@ def exact_stability(h: Hyper, K: float, lag: Lag = "sawtooth") -> ExactStability
     share = h.stale_share
     no_lag_sawtooth = lag == "sawtooth" and h.k_ref == 1
     lag_applies = share > 0 and not no_lag_sawtooth
-    k_crit = _critical_stiffness(h, lag)
+    k_crit = _nearest_edge(h, lag, K, stable=rho < 1.0) if K > 0 else _critical_stiffness(h, lag)
     margin = 1.0 if k_crit is None else 1.0 - K / k_crit
     if share == 0:
         note = (
