@@ -266,38 +266,27 @@ def monodromy_eigenvalues(a_s: float, a_c: float, mu: float, k_ref: int) -> np.n
     return np.linalg.eigvals(q @ refresh)
 
 
-def _critical_stiffness(h: Hyper, lag: Lag) -> float | None:
-    """K_crit: the first K where rho reaches 1, scanning up from small K then bisecting.
-
-    The scan doubles K from well inside the stable region, so an unstable window narrower than a
-    factor of 2 below the first one found could be missed; none has been seen for these maps.
-    """
+def _rho_at(h: Hyper, lag: Lag, k: float) -> float:
+    """rho of the one-period map at stiffness k, the stale share of ``h`` lagging."""
     eta, mu = heavy_ball(h)
     f = h.stale_share
+    return spectral_radius(eta * k * f, eta * k * (1.0 - f), mu, h.k_ref, lag)
+
+
+def _critical_stiffness(h: Hyper, lag: Lag) -> float | None:
+    """K_crit: the first K where rho reaches 1, walking up from well inside the stable region.
+
+    The walk doubles K, so an unstable window narrower than a factor of 2 below the first one
+    found could be missed; none has been seen for these maps.
+    """
+    eta, mu = heavy_ball(h)
     k_hb = 2.0 * (1.0 + mu) / eta  # heavy-ball bound without lag
-    lag_force = eta * f * h.k_ref  # may underflow to 0 for a denormal share
+    lag_force = eta * h.stale_share * h.k_ref  # may underflow to 0 for a denormal share
     scale = k_hb if lag_force <= 0 else min(k_hb, (1.0 - mu) / lag_force)
-
-    def rho(k: float) -> float:
-        return spectral_radius(eta * k * f, eta * k * (1.0 - f), mu, h.k_ref, lag)
-
     lo = scale * 1e-3
-    while rho(lo) >= 1.0 and lo > scale * 1e-12:
+    while _rho_at(h, lag, lo) >= 1.0 and lo > scale * 1e-12:
         lo /= 10.0
-    hi = lo
-    while rho(hi) < 1.0:
-        lo, hi = hi, hi * 2.0
-        if hi > k_hb * 1e3:
-            return None
-    for _ in range(60):
-        mid = math.sqrt(lo * hi)
-        if rho(mid) < 1.0:
-            lo = mid
-        else:
-            hi = mid
-        if hi / lo - 1.0 < 1e-12:
-            break
-    return math.sqrt(lo * hi)
+    return _nearest_edge(h, lag, lo, stable=True)
 
 
 def _nearest_edge(h: Hyper, lag: Lag, K: float, stable: bool) -> float | None:
@@ -307,26 +296,21 @@ def _nearest_edge(h: Hyper, lag: Lag, K: float, stable: bool) -> float | None:
     measured to the nearest edge, which keeps its sign equal to the sign of 1 - rho.
     """
     eta, mu = heavy_ball(h)
-    f = h.stale_share
     k_hb = 2.0 * (1.0 + mu) / eta
-
-    def rho(k: float) -> float:
-        return spectral_radius(eta * k * f, eta * k * (1.0 - f), mu, h.k_ref, lag)
-
     inside, outside = K, K
     if stable:  # walk up to the first unstable stiffness
-        while rho(outside) < 1.0:
+        while _rho_at(h, lag, outside) < 1.0:
             inside, outside = outside, outside * 2.0
             if outside > k_hb * 1e3:
                 return None
     else:  # walk down to the first stable stiffness
-        while rho(inside) >= 1.0:
+        while _rho_at(h, lag, inside) >= 1.0:
             outside, inside = inside, inside / 2.0
             if inside < K * 1e-12:
                 return inside
     for _ in range(60):
         mid = math.sqrt(inside * outside)
-        if rho(mid) < 1.0:
+        if _rho_at(h, lag, mid) < 1.0:
             inside = mid
         else:
             outside = mid
