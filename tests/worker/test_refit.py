@@ -79,6 +79,36 @@ def test_worker_survives_a_fit_that_raises(api, monkeypatch):
     assert sorted(fitted) == [200, 404]
 
 
+def test_a_run_whose_processing_fails_is_retried_a_few_times(api):
+    """A transient failure (e.g. a locked database) must not leave a run without its fit:
+    the claim cleared its dirty flag, so the worker marks it dirty again, a few times at most."""
+    run = make_run(api, api.alpha)
+    steps, values = learning_curve()
+    send(api, api.alpha, run["id"], steps, reward=values)
+    worker = worker_for(api)
+    real, calls = worker.process, []
+
+    def failing_twice(run_id):
+        calls.append(run_id)
+        if len(calls) <= 2:
+            raise RuntimeError("database is locked")
+        real(run_id)
+
+    worker.process = failing_twice
+    drain(worker, rounds=10)
+    assert len(calls) == 3 and _get(api, f"/runs/{run['id']}/fit").status_code == 200
+
+    def always(run_id):
+        calls.append(run_id)
+        raise RuntimeError("broken for good")
+
+    calls.clear()
+    worker.process = always
+    send(api, api.alpha, run["id"], [steps[-1] + 1], reward=[0.8])
+    drain(worker, rounds=20)
+    assert len(calls) == worker.MAX_RETRIES + 1  # given up on, not retried forever
+
+
 def test_finished_run_scores_forecasts(api):
     run = make_run(api, api.alpha)
     steps, values = learning_curve(n=200)

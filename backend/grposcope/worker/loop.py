@@ -12,7 +12,7 @@ import time
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -62,6 +62,32 @@ class FitWorker:
         self.owner = worker_id()
         self._last_sweep = 0.0
         self.fits_done = 0
+        self._failures: dict[int, int] = {}
+
+    MAX_RETRIES = 3
+
+    def _retry_later(self, run_id: int) -> None:
+        """Mark a run whose processing failed dirty again, a few times at most.
+
+        The claim cleared its dirty flag; a transient failure (a locked SQLite file, a dropped
+        connection) would otherwise leave a finished run without its final fit and scores
+        until new data arrives, which for a finished run is never. A run that keeps failing
+        is given up on (and logged) rather than refitted forever.
+        """
+        failures = self._failures.get(run_id, 0) + 1
+        self._failures[run_id] = failures
+        if failures > self.MAX_RETRIES:
+            log.error("run %s: giving up after %d failed attempts", run_id, failures)
+            self._failures.pop(run_id, None)
+            return
+        try:
+            with session_scope(self.factory) as session:
+                session.execute(
+                    update(Run).where(Run.id == run_id)
+                    .values(dirty=True, dirty_since=utcnow())
+                )  # fmt: skip
+        except Exception:  # noqa: BLE001 - the database may be what failed
+            log.exception("run %s: could not schedule a retry", run_id)
 
     def run_once(self) -> int:
         """Claim up to `batch` runs and process them; returns how many were processed."""
@@ -69,8 +95,10 @@ class FitWorker:
         for claim in claims:
             try:
                 self.process(claim.run_id)
+                self._failures.pop(claim.run_id, None)
             except Exception:  # noqa: BLE001 - a bad run must not stop the worker
                 log.exception("run %s: processing failed", claim.run_id)
+                self._retry_later(claim.run_id)
             finally:
                 claim.release()
         if time.monotonic() - self._last_sweep >= self.stall_every_s:
