@@ -56,3 +56,28 @@ def test_finish_marks_the_run(api):
     done = api.client.post(f"/api/v1/runs/{run['id']}/finish", json={"status": "failed"},
                            headers=api.headers(api.alpha))  # fmt: skip
     assert done.json()["status"] == "failed"
+
+
+def test_finish_marks_the_run_dirty_even_if_a_worker_cleared_the_flag_meanwhile(api):
+    """Race: the finish request loads the run (dirty), a worker claims it and clears the flag,
+    then finish commits. The final refit must still happen, so dirty must end up True."""
+    from sqlalchemy import update
+
+    from grposcope.accounts.service import authenticate
+    from grposcope.db import session_scope
+    from grposcope.models import Run
+    from grposcope.runs import service
+
+    run = make_run(api, api.alpha)
+    ingest(api, api.alpha, run["id"], [{"step": 1, "metrics": {"reward": 0.1}}])
+    factory = api.client.app.state.session_factory
+    with session_scope(factory) as session:
+        principal = authenticate(session, api.alpha)
+        loaded = service.get_run_for_write(session, principal, run["id"])
+        assert loaded.dirty is True
+        with session_scope(factory) as worker:  # the worker's claim, committed in between
+            worker.execute(update(Run).where(Run.id == run["id"]).values(dirty=False))
+        service.finish(session, principal, run["id"], "finished")
+    with session_scope(factory) as session:
+        after = session.get(Run, run["id"])
+        assert (after.status, after.dirty) == ("finished", True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from sqlalchemy import case, update
 from sqlalchemy.orm import Session
 
 from grposcope.accounts import service as accounts
@@ -86,11 +87,18 @@ def get_run_for_write(session: Session, principal: Principal, run_id: int) -> Ru
 
 def finish(session: Session, principal: Principal, run_id: int, status: str) -> Run:
     run = get_run_for_write(session, principal, run_id)
-    run.status = status
-    run.updated_at = utcnow()
-    run.dirty = True  # a final refit scores the forecasts made during the run
-    run.dirty_since = run.dirty_since or utcnow()
-    session.flush()
+    now = utcnow()
+    # A final refit scores the forecasts made during the run. The flag is set in SQL, not on
+    # the loaded object: if a worker cleared it after we loaded the run, the ORM would see
+    # "True → True", write nothing, and the finished run would never get its final fit.
+    session.execute(
+        update(Run)
+        .where(Run.id == run.id)
+        .values(status=status, updated_at=now, dirty=True,
+                dirty_since=case((Run.dirty_since.is_(None), now), else_=Run.dirty_since))
+        .execution_options(synchronize_session=False)
+    )  # fmt: skip
+    session.refresh(run)
     return run
 
 
