@@ -12,7 +12,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import DateTime, MetaData, TypeDecorator, create_engine, event
+from sqlalchemy import (
+    DateTime,
+    MetaData,
+    Select,
+    TypeDecorator,
+    create_engine,
+    event,
+    func,
+    select,
+)
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
 
@@ -76,6 +85,11 @@ def dialect_insert(session: Session) -> Any:
     else:
         from sqlalchemy.dialects.sqlite import insert
     return insert
+
+
+def count_rows(session: Session, query: Select) -> int:
+    """Rows a filtered query would return, for paginated lists (ignores its ORDER BY)."""
+    return session.scalar(select(func.count()).select_from(query.order_by(None).subquery())) or 0
 
 
 def insert_or_ignore(session: Session, model: type, values: dict[str, Any]) -> bool:

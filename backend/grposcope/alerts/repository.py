@@ -12,10 +12,10 @@ from grposcope.models import (
     AlertRule,
     Project,
     Run,
-    Team,
     Webhook,
     WebhookDelivery,
 )
+from grposcope.runs.repository import scoped
 
 OPEN_STATES = ("open", "acknowledged")
 
@@ -52,22 +52,14 @@ def alerts_query(
     run_id: int | None,
 ) -> Select[tuple[Alert, Run]]:  # fmt: skip
     query = select(Alert, Run).join(Run, Run.id == Alert.run_id)
-    query = query.join(Run.project).join(Project.team)
+    query = scoped(query.join(Run.project).join(Project.team), team, project)
     if state:
         query = query.where(Alert.state == state)
     if kind:
         query = query.where(Alert.kind == kind)
-    if team:
-        query = query.where(Team.name == team)
-    if project:
-        query = query.where(Project.name == project)
     if run_id is not None:
         query = query.where(Alert.run_id == run_id)
     return query
-
-
-def count(session: Session, query: Select) -> int:
-    return session.scalar(select(func.count()).select_from(query.order_by(None).subquery())) or 0
 
 
 def project_rules(session: Session, project_id: int) -> dict[str, AlertRule]:

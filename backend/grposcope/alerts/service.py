@@ -12,6 +12,7 @@ from grposcope.accounts import service as accounts
 from grposcope.accounts.tokens import Principal
 from grposcope.alerts import repository as repo
 from grposcope.alerts.schemas import RuleIn, WebhookIn
+from grposcope.db import count_rows
 from grposcope.diagnostics.params import KINDS, defaults, effective_params, validate_params
 from grposcope.errors import InvalidInput, NotFound, ProjectNotFound
 from grposcope.models import Alert, AlertRule, Project, Run, Webhook, utcnow
@@ -37,7 +38,7 @@ def list_alerts(session: Session, *, limit: int = 50, offset: int = 0, **filters
     if filters.get("kind") and filters["kind"] not in KINDS:
         raise InvalidInput(f"kind must be one of {', '.join(KINDS)}")
     query = repo.alerts_query(**filters)
-    total = repo.count(session, query)
+    total = count_rows(session, query)
     rows = session.execute(query.order_by(Alert.updated_at.desc(), Alert.id.desc())
                            .limit(limit).offset(offset))  # fmt: skip
     return {"items": [alert_out(a, r) for a, r in rows], "total": total}

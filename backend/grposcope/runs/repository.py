@@ -59,11 +59,7 @@ def runs_query(
     alert: str | None = None,
     q: str | None = None,
 ) -> Select[tuple[Run]]:
-    query = select(Run).join(Run.project).join(Project.team)
-    if team:
-        query = query.where(Team.name == team)
-    if project:
-        query = query.where(Project.name == project)
+    query = scoped(select(Run).join(Run.project).join(Project.team), team, project)
     if status:
         query = query.where(Run.status == status)
     if q:
@@ -76,8 +72,13 @@ def runs_query(
     return query
 
 
-def count(session: Session, query: Select[tuple[Run]]) -> int:
-    return session.scalar(select(func.count()).select_from(query.order_by(None).subquery())) or 0
+def scoped(query: Select, team: str | None, project: str | None) -> Select:
+    """Narrow a query already joined to Project and Team to one team and/or project."""
+    if team:
+        query = query.where(Team.name == team)
+    if project:
+        query = query.where(Project.name == project)
+    return query
 
 
 def open_alert_counts(session: Session, run_ids: Sequence[int]) -> dict[int, int]:

@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 
 from grposcope.accounts import service as accounts
 from grposcope.accounts.tokens import Principal
+from grposcope.db import count_rows
 from grposcope.errors import Forbidden, InvalidInput, RunNotFound
 from grposcope.metrics.values import decode
 from grposcope.models import HYPERPARAMETER_COLUMNS, Alert, FitSnapshot, Run, utcnow
@@ -126,7 +127,7 @@ def list_runs(
     if offset < 0:
         raise InvalidInput("offset must be >= 0")
     query = repo.runs_query(**filters)
-    total = repo.count(session, query)
+    total = count_rows(session, query)
     runs = list(session.scalars(query.order_by(Run.updated_at.desc(), Run.id.desc())
                                 .limit(limit).offset(offset)))  # fmt: skip
     ids = [r.id for r in runs]
