@@ -113,7 +113,8 @@ def _quality(data: _Data, predicted: np.ndarray, n_params: int) -> tuple[float, 
     return r_squared(series.values, predicted), r2s, aic(resid, n_params)
 
 
-def _warm_theta(warm: FitResult, sc: Scaling, fit_t0: bool) -> np.ndarray | None:
+def _warm_theta(warm: FitResult, sc: Scaling) -> np.ndarray | None:
+    """The previous fit's parameters in this fit's units (with t0 if it had one)."""
     osc = warm.oscillator
     if osc is None or not warm.success:
         return None
@@ -123,18 +124,22 @@ def _warm_theta(warm: FitResult, sc: Scaling, fit_t0: bool) -> np.ndarray | None
         -math.log(osc.omega0 * sc.span),
         math.log(max(osc.zeta, 1e-6)),
     ]
-    if fit_t0:
+    if len(warm.theta) > 4:
         theta.append((osc.t0 - sc.origin) / sc.span)
     return core._clip(np.array(theta))
 
 
-def _oscillator(
-    data: _Data, sc: Scaling, prob: core.Problem, warm: FitResult | None, fit_t0: bool
-) -> tuple[OscillatorFit, core.Solution, np.ndarray | None]:
-    start = _warm_theta(warm, sc, fit_t0) if warm is not None else None
-    starts = [start] if start is not None else core.oscillator_starts(prob, fit_t0)
-    # From a previous fit the optimum is a few steps away: a short leash keeps refits cheap.
-    nfev = 25 if start is not None else 60
+@dataclass(frozen=True)
+class _Candidate:
+    """One solved oscillator model (with or without t0) and its quality on the data."""
+
+    fit: OscillatorFit
+    sol: core.Solution
+
+
+def _solve_oscillator(
+    data: _Data, sc: Scaling, prob: core.Problem, starts: list[np.ndarray], nfev: int
+) -> _Candidate:
     sol = core.solve(
         core.oscillator_residuals, core.oscillator_jacobian, starts, prob, 3, max_nfev=nfev
     )
@@ -145,14 +150,32 @@ def _oscillator(
     zeta = math.exp(th[3])
     pred = trajectory(data.series.steps, p_star, p0, omega0, zeta, t0)
     r2, r2s, a = _quality(data, pred, th.size)
+    return _Candidate(OscillatorFit(p_star, p0, omega0, zeta, t0, r2, r2s, a), sol)
+
+
+def _oscillator(
+    data: _Data, sc: Scaling, prob: core.Problem, warm: FitResult | None, fit_t0: bool | None
+) -> tuple[OscillatorFit, core.Solution, np.ndarray | None]:
+    start = _warm_theta(warm, sc) if warm is not None else None
+    if start is not None:
+        # From a previous fit the optimum is a few steps away: a short leash keeps refits
+        # cheap, and the previous choice of model (with or without t0) is kept.
+        best = _solve_oscillator(data, sc, prob, [start], 25)
+    else:
+        options = (False, True) if fit_t0 is None else (bool(fit_t0),)
+        cands = [
+            _solve_oscillator(data, sc, prob, core.oscillator_starts(prob, o), 60) for o in options
+        ]
+        # Auto mode: the start offset is one more parameter; AIC (k = 5 vs 4) decides whether
+        # the delayed onset it describes is worth it.
+        best = min(cands, key=lambda c: c.fit.aic if math.isfinite(c.fit.aic) else math.inf)
+    sol = best.sol
     # Inflate the data's noise for misfit (median squared residual vs χ²₁'s 0.455) and for
     # lag-1 autocorrelation of the residuals (AR(1) variance of a mean).
     r = sol.residuals
     excess = max(1.0, float(np.median(r * r)) / 0.455)
     inflation = excess * variance_inflation(lag1_autocorrelation(r))
-    cov = core.laplace_covariance(sol, inflation)
-    fit = OscillatorFit(p_star, p0, omega0, zeta, t0, r2, r2s, a)
-    return fit, sol, cov
+    return best.fit, sol, core.laplace_covariance(sol, inflation)
 
 
 def _exponential(data: _Data, sc: Scaling, prob: core.Problem) -> ExponentialFit:
@@ -208,7 +231,7 @@ def fit_series(
     metric: str = "reward",
     hyper: Hyper | None = None,
     warm: FitResult | None = None,
-    fit_t0: bool = False,
+    fit_t0: bool | None = None,
     priors: Priors = DEFAULT_PRIORS,
     max_points: int = MAX_POINTS,
 ) -> FitResult:
@@ -221,7 +244,8 @@ def fit_series(
     hyper : hyperparameters for the constrained fit (`stability.Hyper`), or None.
     warm : a previous result for the same series: its parameters seed the optimiser
         (one start, no grid), which is how the online worker refits after new points.
-    fit_t0 : also fit a start offset t0 (the dynamics begin at t0 instead of training start).
+    fit_t0 : fit a start offset t0 (the dynamics begin at t0 instead of training start):
+        True always, False never, None (default) when it lowers the AIC (k = 5 vs 4).
     priors : the regularisation (defaults learned from real runs, see fit_priors.py).
     max_points : bin longer series to this many step bins for the optimiser.
     """

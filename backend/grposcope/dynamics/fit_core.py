@@ -31,6 +31,7 @@ LOG_Z_BOUNDS = (math.log(0.05), math.log(30.0))  # ζ = 30 is a single exponenti
 LEVEL_BOUND = 50.0  # |P*|, |P0| in series sds
 _T_GRID = np.geomspace(0.01, 5.0, 12)
 _Z_GRID = np.array([0.25, 0.5, 0.8, 1.0, 1.5, 3.0, 8.0])
+_T0_GRID = np.array([0.1, 0.2, 0.3, 0.45, 0.6])  # start offsets (fraction of steps seen) > 0
 _DZ = 1e-4  # finite-difference step in log ζ
 SECOND_START_GAP = 10.0  # grid score gap (noise-unit χ²) below which both regimes are polished
 
@@ -124,23 +125,31 @@ def _project(g: Array, prob: Problem) -> tuple[Array, Array, Array]:
 
 
 def oscillator_starts(prob: Problem, fit_t0: bool) -> list[Array]:
-    """Best grid point, plus the best one of the other regime (ζ < 1 vs ζ ≥ 1) if close."""
+    """Best grid point, plus the best one of the other regime (ζ < 1 vs ζ ≥ 1) if close.
+
+    With `fit_t0` the grid runs over start offsets t0 > 0 (fraction of the steps seen) and only
+    the best point is polished: a delayed onset is a different basin from an early slow start,
+    and t0 = 0 is the model without offset, which the caller fits anyway.
+    """
     (mz, sz), (mt, st) = prob.priors.log_zeta, prob.priors.log_timescale
     rows = []
-    for zeta in _Z_GRID:
-        g, _ = unit_response(prob.x[None, :] / _T_GRID[:, None], zeta)
-        p_star, p0, ssr = _project(g, prob)
-        penalty = ((np.log(_T_GRID) - mt) / st) ** 2 + ((math.log(zeta) - mz) / sz) ** 2
-        for i, t in enumerate(_T_GRID):
-            rows.append((ssr[i] + penalty[i], zeta, t, p_star[i], p0[i]))
+    for t0 in _T0_GRID if fit_t0 else (0.0,):
+        shifted = np.maximum(prob.x - t0, 0.0)
+        for zeta in _Z_GRID:
+            g, _ = unit_response(shifted[None, :] / _T_GRID[:, None], zeta)
+            p_star, p0, ssr = _project(g, prob)
+            penalty = ((np.log(_T_GRID) - mt) / st) ** 2 + ((math.log(zeta) - mz) / sz) ** 2
+            for i, t in enumerate(_T_GRID):
+                rows.append((ssr[i] + penalty[i], zeta, t, p_star[i], p0[i], t0))
     rows.sort(key=lambda r: r[0])
     best = rows[0]
     other = next(r for r in rows if (r[1] < 1.0) != (best[1] < 1.0))
     # The other regime's basin is polished too only when the grid cannot tell them apart.
-    candidates = [best, other] if other[0] - best[0] < SECOND_START_GAP else [best]
+    close = other[0] - best[0] < SECOND_START_GAP and not fit_t0
+    candidates = [best, other] if close else [best]
     starts = []
-    for _, zeta, t, p_star, p0 in candidates:
-        theta = [p_star, p0, math.log(t), math.log(zeta)] + ([0.0] if fit_t0 else [])
+    for _, zeta, t, p_star, p0, t0 in candidates:
+        theta = [p_star, p0, math.log(t), math.log(zeta)] + ([t0] if fit_t0 else [])
         starts.append(_clip(np.array(theta), fit_t0))
     return starts
 
