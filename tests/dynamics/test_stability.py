@@ -160,10 +160,10 @@ def test_margin_sign_agrees_with_rho(
 def test_critical_k_ref_brackets_the_edge(lr: float, mu: float, K: float) -> None:
     h = sgd(lr, mu)
     k = critical_k_ref(h, K, "exact", max_k_ref=512)
-    if k is not None:
-        assert spectral_radius(lr * K, 0.0, mu, k) >= 1.0
+    if k is not None:  # 1e-12: on an exact edge (lr=0.2, K=0.5: 1 - 20·a = -1) rounding decides
+        assert spectral_radius(lr * K, 0.0, mu, k) >= 1.0 - 1e-12
         if k > 1:
-            assert spectral_radius(lr * K, 0.0, mu, k - 1) < 1.0
+            assert spectral_radius(lr * K, 0.0, mu, k - 1) < 1.0 + 1e-12
     kc = critical_k_ref(h, K, "continuum", max_k_ref=10**9)
     assert kc == max(1, math.ceil((1 - mu) / (lr * K) - 1e-9))
 
@@ -177,3 +177,51 @@ def test_a_stable_island_past_the_first_unstable_band_has_a_positive_margin():
     assert inside.rho < 1 and inside.margin > 0
     assert band.rho >= 1 and band.margin < 0
     assert island.rho < 1 and island.margin > 0 and island.k_critical > 3.0
+
+
+# --------------------------------------------------------------------------- exact damping ratio
+
+
+def test_zeta_exact_is_one_on_the_real_axis_and_the_z_plane_ratio_off_it() -> None:
+    # k_ref = 1 heavy ball: z² - (1 + mu - a) z + mu. (a, mu) = (0.25, 0.25) is the double root
+    # 0.5 (critical damping); a = 0.5 gives z = 0.375 ± 0.3307i, |z| = 0.5.
+    assert exact_stability(sgd(0.1, 0.0), 1.0).zeta_exact == 1.0  # z = 0.9, real
+    assert exact_stability(sgd(0.25, 0.25), 1.0).zeta_exact == pytest.approx(1.0, abs=1e-12)
+    phase = math.atan2(math.sqrt(1 - 0.75**2), 0.75)
+    expected = -math.log(0.5) / math.hypot(math.log(0.5), phase)
+    assert exact_stability(sgd(0.5, 0.25), 1.0).zeta_exact == pytest.approx(expected, rel=1e-9)
+    # a real negative dominant root (half a cycle per step) is oscillatory: z = 1 - 1.5 = -0.5
+    flip = -math.log(0.5) / math.hypot(math.log(0.5), math.pi)
+    assert exact_stability(sgd(1.5, 0.0), 1.0).zeta_exact == pytest.approx(flip, rel=1e-9)
+    assert exact_stability(sgd(2.5, 0.0), 1.0).zeta_exact < 0  # |z| = 1.5: unstable
+
+
+def test_zeta_exact_does_not_depend_on_the_sampling_period() -> None:
+    # Without a stale share the one-period map is the heavy-ball step to the power k_ref, so the
+    # z-plane ratio of lambda = z^k_ref must equal that of z (phase k·arg z below pi here).
+    one = exact_stability(sgd(0.5, 0.25, 1, correction="is"), 1.0).zeta_exact
+    for k in (2, 3):
+        assert exact_stability(sgd(0.5, 0.25, k, correction="is"), 1.0).zeta_exact == (
+            pytest.approx(one, rel=1e-9)
+        )
+
+
+def test_zeta_exact_crosses_one_continuously_where_the_eigenvalue_leaves_the_axis() -> None:
+    # k_ref = 1, mu = 0.25: roots real for a <= (1 - sqrt(mu))² = 0.25, complex beyond.
+    below = [exact_stability(sgd(a, 0.25), 1.0).zeta_exact for a in (0.2, 0.24, 0.2499)]
+    above = [exact_stability(sgd(a, 0.25), 1.0).zeta_exact for a in (0.2501, 0.26, 0.3)]
+    assert below == [1.0, 1.0, 1.0]
+    assert all(z < 1.0 for z in above) and above == sorted(above, reverse=True)
+    assert above[0] > 0.99  # no jump at the transition
+    # with a sawtooth lag: zeta_exact along K is continuous across its first drop below 1
+    h = sgd(0.05, 0.5, 30)
+    ks = np.linspace(0.2, 1.5, 300)
+    zs = np.array([exact_stability(h, k).zeta_exact for k in ks])
+    first = int(np.argmax(zs < 1.0))
+    assert 0 < first and zs[first - 1] == 1.0 and zs[first] > 0.97
+    assert np.max(np.abs(np.diff(zs))) < 0.05
+
+
+def test_zeta_exact_huge_k_ref_and_no_force() -> None:
+    assert exact_stability(Hyper(lr=1e-6, k_ref=10**5), 1.0).zeta_exact <= 1.0
+    assert exact_stability(sgd(0.1, 0.5, 4), 0.0).zeta_exact == 1.0  # lambda = 1: no force

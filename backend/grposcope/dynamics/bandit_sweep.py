@@ -33,11 +33,13 @@ from grposcope.dynamics.bandit import (
 )
 from grposcope.dynamics.stability import (
     critical_k_ref,
+    dominant_eigenvalue_log,
+    exact_damping_ratio,
     heavy_ball,
-    monodromy_eigenvalues,
 )
 
 _CROSSING_TOL = 1e-7
+_REAL_ARG_TOL = 1e-12  # |arg lambda| below this is rounding on a real eigenvalue
 _LINEAR_GAIN = 1e3  # a perturbation grown 1000x (to ~1e-2 logits) is still in the linear regime
 
 
@@ -93,35 +95,57 @@ def perturbation_response(
     )
 
 
-def continuum_zeta_one_k_ref(a_s: float, a: float, mu: float) -> float | None:
-    """The (real) tau at which the continuum zeta crosses 1 as K_ref grows; 0.0 if zeta < 1 at 0.
+def continuum_zeta(a_s: float, a: float, mu: float, k_ref: float, lag_moments: bool) -> float:
+    """Continuum zeta = C / (2·sqrt(M·a)) at a (real) K_ref, with one of two lag mappings.
 
-    zeta(tau) = (1 - mu - a_s·tau) / (2·sqrt(a·((1 + mu)/2 + a_s·tau²/2))) decreases with tau on
-    [0, (1 - mu)/a_s]; bisection on that interval. None when zeta never reaches 1 (no stale part).
+    DESIGN 2.2 (``lag_moments`` False): tau = K_ref in C = (1 - mu) - a_s·tau and
+    M = (1 + mu)/2 + a_s·tau²/2. Lag moments (True): the sawtooth lag d = t mod K_ref takes the
+    values 0..K_ref - 1 equally often, so averaging e(t - d) ≈ e - d·ė + d²/2·ë over a period
+    puts <d> = (K_ref - 1)/2 in C and <d²> = (K_ref - 1)(2·K_ref - 1)/6 in M.
     """
+    if lag_moments:
+        d1, d2 = (k_ref - 1) / 2, (k_ref - 1) * (2 * k_ref - 1) / 6
+    else:
+        d1, d2 = k_ref, k_ref * k_ref
+    return (1 - mu - a_s * d1) / (2 * math.sqrt(a * ((1 + mu) / 2 + a_s * d2 / 2)))
 
-    def zeta(tau: float) -> float:
-        return (1 - mu - a_s * tau) / (2 * math.sqrt(a * ((1 + mu) / 2 + a_s * tau * tau / 2)))
 
-    if zeta(0.0) <= 1.0:
-        return 0.0
+def continuum_zeta_one_k_ref(
+    a_s: float, a: float, mu: float, lag_moments: bool = False
+) -> float | None:
+    """The (real) K_ref at which the continuum zeta crosses 1 as K_ref grows.
+
+    zeta decreases with K_ref up to the continuum threshold, so bisection on
+    [start, threshold]. Returns the start (0.0 for tau = K_ref, 1.0 for lag moments) when zeta is
+    already <= 1 there; None when it never reaches 1 (no stale part).
+    """
+    start = 1.0 if lag_moments else 0.0
+    if continuum_zeta(a_s, a, mu, start, lag_moments) <= 1.0:
+        return start
     if a_s <= 0:
         return None
-    lo, hi = 0.0, (1 - mu) / a_s
+    lo = start
+    hi = 1.0 + 2.0 * (1 - mu) / a_s if lag_moments else (1 - mu) / a_s
     for _ in range(100):
         mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if zeta(mid) > 1.0 else (lo, mid)
+        lo, hi = (mid, hi) if continuum_zeta(a_s, a, mu, mid, lag_moments) > 1.0 else (lo, mid)
     return 0.5 * (lo + hi)
 
 
 def exact_oscillatory_k_ref(a_s: float, a_c: float, mu: float, max_k_ref: int) -> int | None:
-    """Smallest K_ref whose one-period map has a negative or complex dominant eigenvalue."""
+    """Smallest K_ref whose one-period map has a negative or complex dominant eigenvalue.
+
+    For a stable map that is where ``exact_damping_ratio`` first drops below 1.
+    """
     for k in range(1, max_k_ref + 1):
-        eig = monodromy_eigenvalues(a_s, a_c, mu, k)
-        top = eig[np.argmax(np.abs(eig))]
-        if abs(top.imag) > 1e-12 * abs(top) or top.real < 0:
+        _, arg = dominant_eigenvalue_log(a_s, a_c, mu, k)
+        if arg > _REAL_ARG_TOL:
             return k
     return None
+
+
+def _zeta_exact_at(a_s: float, a_c: float, mu: float, k_ref: int | None) -> float | None:
+    return None if k_ref is None or k_ref < 1 else exact_damping_ratio(a_s, a_c, mu, k_ref)
 
 
 @dataclass(frozen=True)
@@ -141,6 +165,14 @@ class SweepResult:
     predicted_oscillatory_k_ref_continuum: float | None
     max_k_ref: int
     perturbation: float
+    # zeta of the exact map at the measured first overshoot and one step before it (the
+    # transition is where zeta_exact crosses 1; ``exact_damping_ratio``)
+    zeta_exact_at_measured_oscillatory: float | None
+    zeta_exact_before_measured_oscillatory: float | None
+    # the continuum zeta at the measured first overshoot (tau = K_ref), and where the continuum
+    # zeta with the sawtooth's lag moments crosses 1 (``continuum_zeta``)
+    zeta_continuum_at_measured_oscillatory: float | None
+    predicted_oscillatory_k_ref_continuum_lag_moments: float | None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -173,6 +205,7 @@ def sweep(
     resp = response or perturbation_response(cfg, k_refs, perturbation=perturbation)
     eta, mu = heavy_ball(h)
     a, a_s = eta * stiff.K, eta * stiff.K * share
+    osc = _first(resp.k_refs, resp.oscillatory)
     return SweepResult(
         stiffness=stiff.K,
         stiffness_stale=stiff.K_stale,
@@ -182,11 +215,21 @@ def sweep(
         measured_k_ref_threshold=_first(resp.k_refs, resp.unstable),
         predicted_k_ref_threshold_exact=critical_k_ref(h, stiff.K, "exact", int(max_k_ref)),
         predicted_k_ref_threshold_continuum=critical_k_ref(h, stiff.K, "continuum", int(max_k_ref)),
-        measured_oscillatory_k_ref=_first(resp.k_refs, resp.oscillatory),
+        measured_oscillatory_k_ref=osc,
         predicted_oscillatory_k_ref_exact=exact_oscillatory_k_ref(a_s, a - a_s, mu, int(max_k_ref)),
         predicted_oscillatory_k_ref_continuum=continuum_zeta_one_k_ref(a_s, a, mu),
         max_k_ref=int(max_k_ref),
         perturbation=perturbation,
+        zeta_exact_at_measured_oscillatory=_zeta_exact_at(a_s, a - a_s, mu, osc),
+        zeta_exact_before_measured_oscillatory=_zeta_exact_at(
+            a_s, a - a_s, mu, None if osc is None else osc - 1
+        ),
+        zeta_continuum_at_measured_oscillatory=(
+            None if osc is None or a <= 0 else continuum_zeta(a_s, a, mu, osc, False)
+        ),
+        predicted_oscillatory_k_ref_continuum_lag_moments=continuum_zeta_one_k_ref(
+            a_s, a, mu, lag_moments=True
+        ),
     )
 
 

@@ -47,6 +47,7 @@ CORRECTIONS: tuple[str, ...] = ("none", "is", "is_clipped")
 DEFAULT_STALE_FRACTION: dict[str, float] = {"none": 1.0, "is": 0.0, "is_clipped": 0.0}
 
 _CRITICAL_DAMPING_TOL = 1e-9
+_UNIT_LOG_TOL = 1e-12  # |ln|lambda|| below this is rounding around lambda = 1 (e.g. K = 0)
 
 
 @dataclass(frozen=True)
@@ -183,6 +184,8 @@ class ExactStability:
     1e3× the heavy-ball bound). ``margin`` = 1 - K/K_crit, the same scale as the continuum
     margin, positive exactly when rho < 1. ``lag_applies`` is False when nothing lags (stale
     share 0, or a sawtooth with k_ref = 1); ``note`` says which criterion was used, in words.
+    ``zeta_exact``: the damping ratio of the exact map (``exact_damping_ratio``): 1 while the
+    response is monotone, below 1 once it oscillates, negative when unstable.
     """
 
     rho: float
@@ -190,6 +193,7 @@ class ExactStability:
     lag_applies: bool
     k_critical: float | None
     note: str
+    zeta_exact: float = 1.0
 
 
 def _step_matrices(a_s: float, a_c: float, mu: float) -> tuple[np.ndarray, np.ndarray]:
@@ -264,6 +268,68 @@ def monodromy_eigenvalues(a_s: float, a_c: float, mu: float, k_ref: int) -> np.n
     refresh, between = _step_matrices(a_s, a_c, mu)
     q, _ = _power(between, k_ref - 1)
     return np.linalg.eigvals(q @ refresh)
+
+
+def _dominant_log(m: np.ndarray, log_scale: float) -> tuple[float, float]:
+    """(ln|lambda|, |arg lambda|) of the eigenvalue of largest modulus of m·exp(log_scale)."""
+    eig = np.linalg.eigvals(m)
+    top = complex(eig[int(np.argmax(np.abs(eig)))])
+    if top == 0:
+        return -math.inf, 0.0
+    return math.log(abs(top)) + log_scale, abs(math.atan2(top.imag, top.real))
+
+
+def dominant_eigenvalue_log(
+    a_s: float, a_c: float, mu: float, k_ref: int, lag: Lag = "sawtooth"
+) -> tuple[float, float]:
+    """(ln|lambda|, |arg lambda|) of the dominant eigenvalue of the one-period map.
+
+    Sawtooth: the monodromy over k_ref steps. Constant lag: the dominant root of the per-step
+    delay polynomial (its own damping ratio, which is the same whichever power is taken as
+    long as the phase does not wrap). Returned as logarithms so huge k_ref cannot overflow.
+    """
+    if lag == "sawtooth":
+        refresh, between = _step_matrices(a_s, a_c, mu)
+        q, log_q = _power(between, k_ref - 1)
+        return _dominant_log(q @ refresh, log_q)
+    if lag == "constant":
+        poly = np.zeros(k_ref + 2)
+        poly[0], poly[1] = 1.0, -(1.0 + mu - a_c)
+        poly[2] += mu
+        poly[k_ref + 1] += a_s
+        roots = np.roots(poly)
+        return _dominant_log(np.diag(roots), 0.0)
+    raise ValueError(f"lag must be 'sawtooth' or 'constant', got {lag!r}")
+
+
+def zeta_from_eigenvalue(log_modulus: float, arg: float) -> float:
+    """z-plane damping ratio -ln|lambda| / sqrt(ln²|lambda| + arg²(lambda)) (principal arg).
+
+    Why this form: a sampled continuous mode exp((-zeta·w0 ± i·w0·sqrt(1 - zeta²))·T) has
+    ln|lambda| = -zeta·w0·T and arg = w0·sqrt(1 - zeta²)·T, so the ratio recovers zeta whatever
+    the sampling period T. It is therefore the same for lambda and for its per-step root
+    z = lambda^(1/k_ref) (as long as the phase does not wrap past pi, i.e. less than half a
+    cycle per period: faster oscillations alias, as in any sampled system). It is exactly 1 on
+    the positive real axis (a monotone mode), below 1 off it (an oscillating one, a negative
+    real lambda counting as half a cycle per period), 0 on the unit circle, negative outside.
+    lambda = 0 (an instantly dead mode) and lambda = 1 (no restoring force) give 1.
+    """
+    if log_modulus == -math.inf or (abs(log_modulus) <= _UNIT_LOG_TOL and arg == 0.0):
+        return 1.0
+    return -log_modulus / math.hypot(log_modulus, arg)
+
+
+def exact_damping_ratio(
+    a_s: float, a_c: float, mu: float, k_ref: int, lag: Lag = "sawtooth"
+) -> float:
+    """zeta of the exact discrete map: ``zeta_from_eigenvalue`` of its dominant eigenvalue.
+
+    The exact counterpart of the continuum zeta (DESIGN 2.2): it crosses 1 where the map's
+    dominant eigenvalue leaves the positive real axis, which is where a run from rest first
+    overshoots p* (measured on the softmax bandit, docs/dynamics-bandit.md); the continuum zeta
+    with tau = k_ref crosses 1 far earlier.
+    """
+    return zeta_from_eigenvalue(*dominant_eigenvalue_log(a_s, a_c, mu, k_ref, lag))
 
 
 def _rho_at(h: Hyper, lag: Lag, k: float) -> float:
@@ -349,7 +415,12 @@ def exact_stability(h: Hyper, K: float, lag: Lag = "sawtooth") -> ExactStability
             f"with {share:.0%} of K stale (correction '{h.correction}')"
         )
     return ExactStability(
-        rho=rho, margin=margin, lag_applies=lag_applies, k_critical=k_crit, note=note
+        rho=rho,
+        margin=margin,
+        lag_applies=lag_applies,
+        k_critical=k_crit,
+        note=note,
+        zeta_exact=exact_damping_ratio(a_s, a_c, mu, h.k_ref, lag),
     )
 
 
