@@ -225,3 +225,18 @@ def test_zeta_exact_crosses_one_continuously_where_the_eigenvalue_leaves_the_axi
 def test_zeta_exact_huge_k_ref_and_no_force() -> None:
     assert exact_stability(Hyper(lr=1e-6, k_ref=10**5), 1.0).zeta_exact <= 1.0
     assert exact_stability(sgd(0.1, 0.5, 4), 0.0).zeta_exact == 1.0  # lambda = 1: no force
+
+
+def test_constrained_fit_reports_zeta_exact_beside_the_continuum_zeta() -> None:
+    from grposcope.dynamics.fit import fit_series
+    from grposcope.dynamics.model import trajectory
+    from grposcope.dynamics.stability import zeta_exact
+
+    hyper = sgd(0.05, 0.5, 8)
+    co = continuum_coefficients(hyper, 1.0)
+    t = np.arange(1, 301, dtype=float)
+    y = trajectory(t, 0.8, 0.2, co.omega0, co.zeta) + np.random.default_rng(3).normal(0, 0.01, 300)
+    out = fit_series(t, y, hyper=hyper).to_json()["constrained"]
+    assert {"K", "margin_continuum", "margin_exact", "zeta", "zeta_exact"} <= set(out)
+    assert out["zeta_exact"] == pytest.approx(zeta_exact(hyper, out["K"]), rel=1e-12)
+    assert -1.0 <= out["zeta_exact"] <= 1.0

@@ -85,6 +85,14 @@ class ConstrainedFit:
     note: str
     hyper: Hyper
 
+    @property
+    def zeta_exact(self) -> float:
+        """Damping ratio of the exact discrete map at the measured K (``stability.zeta_exact``):
+        the continuum ``zeta`` crosses 1 far too early on long regeneration periods."""
+        from grposcope.dynamics.stability import zeta_exact
+
+        return zeta_exact(self.hyper, self.K)
+
 
 @dataclass(frozen=True)
 class FitResult:
@@ -173,6 +181,7 @@ def _constrained_json(c: ConstrainedFit) -> dict[str, Any]:
         "regime",
         "lag_applies",
         "note",
+        "zeta_exact",
     )
     out = {k: getattr(c, k) for k in keys}
     h = c.hyper

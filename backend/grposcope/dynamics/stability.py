@@ -332,6 +332,13 @@ def exact_damping_ratio(
     return zeta_from_eigenvalue(*dominant_eigenvalue_log(a_s, a_c, mu, k_ref, lag))
 
 
+def zeta_exact(h: Hyper, K: float, lag: Lag = "sawtooth") -> float:
+    """``exact_damping_ratio`` at hyperparameters h and stiffness K (the stale share of h lags),
+    without the critical-stiffness search ``exact_stability`` also does."""
+    a_s, a_c, mu = _split(h, _check_k(K))
+    return exact_damping_ratio(a_s, a_c, mu, h.k_ref, lag)
+
+
 def _rho_at(h: Hyper, lag: Lag, k: float) -> float:
     """rho of the one-period map at stiffness k, the stale share of ``h`` lagging."""
     eta, mu = heavy_ball(h)
