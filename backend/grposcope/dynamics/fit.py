@@ -33,6 +33,7 @@ from grposcope.dynamics.fit_result import (
     insufficient,
 )
 from grposcope.dynamics.model import classify_regime, phases, single_exponential, trajectory
+from grposcope.dynamics.noise import NoiseSplit, Sampling, split_noise
 from grposcope.dynamics.smoothing import (
     Series,
     aic,
@@ -234,6 +235,7 @@ def fit_series(
     fit_t0: bool | None = None,
     priors: Priors = DEFAULT_PRIORS,
     max_points: int = MAX_POINTS,
+    sampling: Sampling | None = None,
 ) -> FitResult:
     """Fit the oscillator, the single exponential and (with `hyper`) the constrained model.
 
@@ -248,6 +250,8 @@ def fit_series(
         True always, False never, None (default) when it lowers the AIC (k = 5 vs 4).
     priors : the regularisation (defaults learned from real runs, see fit_priors.py).
     max_points : bin longer series to this many step bins for the optimiser.
+    sampling : completions per step and the logged reward spread: splits the residual
+        variance into sampling noise and dynamical fluctuation (`result.noise`, noise.py).
     """
     if max_points < MIN_POINTS:
         raise ValueError(f"max_points must be >= {MIN_POINTS}, got {max_points!r}")
@@ -269,6 +273,7 @@ def fit_series(
     slow_end, plateau_start = phases(osc.omega0, osc.zeta, osc.t0)
     k = max(3, int(round(RECENT_FRACTION * n)))
     ok = sol.success and cov is not None
+    noise = _noise(series, osc, len(sol.theta), sampling) if sampling is not None else None
     return FitResult(
         status="ok" if ok else "not_converged",
         success=ok,
@@ -291,4 +296,12 @@ def fit_series(
         recent_level=float(np.mean(series.values[-k:])),
         n_recent=k,
         step_spacing=float(np.median(np.diff(series.steps))),
+        noise=noise,
     )
+
+
+def _noise(
+    series: Series, osc: OscillatorFit, n_params: int, sampling: Sampling
+) -> NoiseSplit | None:
+    pred = trajectory(series.steps, osc.p_star, osc.p0, osc.omega0, osc.zeta, osc.t0)
+    return split_noise(series.steps, series.values - pred, pred, sampling, n_params)

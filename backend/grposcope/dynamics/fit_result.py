@@ -1,8 +1,9 @@
 """The frozen result of `fit.fit_series` and its JSON form (the `grposcope fit --json` contract).
 
 The JSON keys of DESIGN section 4 are produced exactly; extra keys (`status`, `message`,
-`t0`, `first_step`, `last_step`, `steps_to_plateau`, `forecast`) are additions the dashboard
-uses. Non-finite numbers become null so the output is valid JSON.
+`t0`, `first_step`, `last_step`, `steps_to_plateau`, `forecast`, and `noise` when the fit was
+given the sampling information) are additions the dashboard uses. Non-finite numbers become
+null so the output is valid JSON.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
+    from grposcope.dynamics.noise import NoiseSplit
     from grposcope.dynamics.smoothing import Series
     from grposcope.dynamics.stability import Hyper
 
@@ -119,6 +121,7 @@ class FitResult:
     recent_level: float = float("nan")
     n_recent: int = 0
     step_spacing: float = 1.0
+    noise: NoiseSplit | None = None  # sampling vs dynamical split (fit_series(sampling=...))
 
     def to_json(
         self, predict: tuple[float, float] | None = None, horizon: float | None = None
@@ -145,6 +148,8 @@ class FitResult:
             out["prediction"] = forecast.predict_window(self, *predict).to_json()
         if self.constrained is not None:
             out["constrained"] = _constrained_json(self.constrained)
+        if self.noise is not None:
+            out["noise"] = self.noise.to_json()
         if self.oscillator is not None:
             out["forecast"] = forecast.forecast_band(self, horizon).to_json()
         return finite(out)
