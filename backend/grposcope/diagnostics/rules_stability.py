@@ -6,25 +6,21 @@ severe one winning, and the evidence names every sub-condition active at that st
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
-
 import numpy as np
 
 from grposcope.diagnostics.data import CLIP_KEYS, RunData
+from grposcope.diagnostics.rules_fall import reward_fall
 from grposcope.diagnostics.signal import (
     finite,
     level_at,
-    noise_sd,
     points,
     r,
     trailing_mean,
     trailing_median,
 )
-from grposcope.diagnostics.types import Trace
+from grposcope.diagnostics.types import Sub, Trace
 
 Params = dict[str, float]
-Sub = tuple[np.ndarray, np.ndarray, Callable[[int], dict], bool]  # steps, level, evidence, point
 
 
 def dynamical_instability(data: RunData, p: Params) -> Trace | str:
@@ -32,7 +28,7 @@ def dynamical_instability(data: RunData, p: Params) -> Trace | str:
         _non_finite(data),
         _grad_growth(data, p),
         _clip_ratio(data, p),
-        _reward_fall(data, p),
+        reward_fall(data, p),
         _margin(data, p),
         _overshoot(data, p),
     ]
@@ -120,45 +116,6 @@ def _clip_ratio(data: RunData, p: Params) -> Sub | None:
     mean = trailing_mean(v, points(p["smooth_window"], s))
     level = np.where(mean >= p["clip_ratio_warn"], 2, 0).astype(np.int8)
     return s, level, lambda i: {"clip_key": key, "clip_ratio": r(mean[i])}, False
-
-
-def _reward_fall(data: RunData, p: Params) -> Sub | None:
-    """The smoothed reward has lost a large share of what it gained, beyond its noise."""
-    reward = data.get(data.reward_key)
-    if reward is None:
-        return None
-    s, v = finite(*reward)
-    w = points(p["smooth_window"], s)
-    if s.size < 2 * w:
-        return None
-    level_r = trailing_mean(v, w)
-    se = noise_sd(v) / math.sqrt(w)
-    start = level_r[w - 1]
-    peak = np.maximum.accumulate(np.where(np.arange(s.size) >= w - 1, level_r, -np.inf))
-    gain, fall = peak - start, peak - level_r
-    # The running peak of a noisy mean is biased upwards (the largest of i/w roughly
-    # independent windows: about sqrt(2 ln(i/w)) standard errors), so the bar rises with it.
-    n_windows = np.maximum(np.arange(1, s.size + 1) / w, 1.0)
-    bar = (3.0 + np.sqrt(2.0 * np.log(n_windows))) * se
-    significant = (gain > bar) & (fall > bar)
-    share = np.where(gain > 0, fall / np.where(gain > 0, gain, 1.0), 0.0)
-    level = np.where(significant & (share >= p["collapse_fraction"]), 2, 0)
-    # Critical only for a sustained collapse: over three windows too the reward is back at
-    # its start (one noisy window at the bottom is a warning, not a page at night).
-    sustained = trailing_mean(v, 3 * w)
-    fall_long = peak - sustained
-    share_long = np.where(gain > 0, fall_long / np.where(gain > 0, gain, 1.0), 0.0)
-    deep = (share >= 0.9) & (share_long >= 0.9) & (fall_long > bar / math.sqrt(3.0))
-    deep &= np.arange(s.size) >= 3 * w
-    level = np.where(significant & deep, 3, level).astype(np.int8)
-
-    def evidence(i: int) -> dict:
-        at = int(np.argmax(level_r[: i + 1] == peak[i])) if i >= w - 1 else i
-        return {"reward_start": r(start), "reward_peak": r(peak[i]), "peak_step": int(s[at]),
-                "reward_now": r(level_r[i]), "fall_share_of_gain": r(share[i]),
-                "reward_se": r(se)}  # fmt: skip
-
-    return s, level, evidence, False
 
 
 def _margin(data: RunData, p: Params) -> Sub | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -10,6 +11,11 @@ import numpy as np
 SEVERITIES = ("info", "warning", "critical")
 # Severity levels in traces: 0 = condition false, 1..3 = info, warning, critical.
 LEVEL = {name: i + 1 for i, name in enumerate(SEVERITIES)}
+
+
+# A sub-condition of a rule: its checkpoints, level per checkpoint, evidence for a checkpoint,
+# and whether it is a point event (true only at its own steps, like a NaN).
+Sub = tuple[np.ndarray, np.ndarray, Callable[[int], dict], bool]
 
 
 def severity_name(level: int) -> str:

@@ -1,0 +1,101 @@
+"""The reward-fall form of dynamical_instability: the smoothed reward has given back a share
+of what it gained, and the fall is beyond what its own noise explains.
+
+Three things must hold at a step (and, through the hysteresis, keep holding for open_window):
+
+- the gain (running peak of the w-point trailing mean minus its first full window) is
+  significant, so "a share of the gain" means something;
+- the fall from that peak is ≥ ``collapse_fraction`` of the gain;
+- the fall is significant: ≥ ``fall_sigmas`` standard errors of the difference of two window
+  means (√2·SE_w), plus the upward bias of a running maximum over n windows (√(2 ln n)·SE_w).
+
+SE_w comes from ``noise.causal_window_se``: autocorrelation included, so the stationary
+wobble of a noisy, healthy run is not mistaken for a fall (and a run that genuinely loses a
+third of its gain, like a late degradation, is). A fall back to the start (≥
+``critical_fraction`` of the gain, over 3 windows too) is critical; anything less is a
+warning: a train-side degradation is worth a look, not a page at night.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from grposcope.diagnostics.data import RunData
+from grposcope.diagnostics.noise import causal_window_se, max_bias, recent_white_se
+from grposcope.diagnostics.signal import finite, points, r, trailing_mean
+from grposcope.diagnostics.types import Sub
+
+Params = dict[str, float]
+
+
+def reward_fall(data: RunData, p: Params) -> Sub | None:
+    reward = data.get(data.reward_key)
+    if reward is None:
+        return None
+    s, v = finite(*reward)
+    w = points(p["smooth_window"], s)
+    if s.size < 2 * w:
+        return None
+    f = _fall_arrays(v, w, float(p["fall_sigmas"]))
+    share = f["share"]
+    level = np.where(f["significant"] & (share >= p["collapse_fraction"]), 2, 0)
+    level = np.where(f["significant"] & _deep(v, w, f, p), 3, level).astype(np.int8)
+
+    def evidence(i: int) -> dict:
+        at = int(f["peak_at"][i])
+        return {"reward_start": r(f["start"]), "reward_peak": r(f["peak"][i]),
+                "peak_step": int(s[at]), "reward_now": r(f["level"][i]),
+                "fall_share_of_gain": r(share[i]), "reward_se": r(f["se"][i]),
+                "fall_bar": r(f["bar"][i]), "window_points": w}  # fmt: skip
+
+    return s, level, evidence, False
+
+
+def _fall_arrays(v: np.ndarray, w: int, sigmas: float) -> dict:
+    """Level, running peak, gain, fall, its share and significance at every index.
+
+    The fall is the difference of two window means, the one at the peak and the one now, so
+    its standard error is √(SE_peak² + SE_now²): SE_peak from the history up to the peak, SE_now
+    from the history now, or from the last 3w points alone where those are noisier (the noise
+    of a reward is not constant: near saturation a 0/1 reward hardly varies, and a fall from
+    there brings the noise back).
+    """
+    idx = np.arange(v.size)
+    level = trailing_mean(v, w)
+    valid = idx >= w - 1
+    masked = np.where(valid, level, -np.inf)
+    peak = np.maximum.accumulate(masked)
+    peak_at = _running_argmax(masked)
+    start = float(level[w - 1])
+    gain, fall = peak - start, peak - level
+    se_hist = causal_window_se(v, w)
+    se = np.maximum(se_hist, recent_white_se(v, w, 3 * w))
+    se_diff = np.sqrt(se_hist[peak_at] ** 2 + se**2)
+    n_windows = np.maximum((idx + 1) / w, 1.0)
+    bar = sigmas * se_diff + max_bias(n_windows) * se_hist[peak_at]
+    share = np.where(gain > 0, fall / np.where(gain > 0, gain, 1.0), 0.0)
+    significant = valid & (gain > bar) & (fall > bar)
+    return {"level": level, "peak": peak, "peak_at": peak_at, "start": start, "gain": gain,
+            "fall": fall, "se": se, "bar": bar, "share": share,
+            "significant": significant}  # fmt: skip
+
+
+def _deep(v: np.ndarray, w: int, f: dict, p: Params) -> np.ndarray:
+    """Back at the start: ≥ critical_fraction of the gain lost on the w-point mean and on the
+    3w-point mean (one noisy window at the bottom is a warning, not a page at night)."""
+    long = trailing_mean(v, 3 * w)
+    gain = f["gain"]
+    share_long = np.where(gain > 0, (f["peak"] - long) / np.where(gain > 0, gain, 1.0), 0.0)
+    deep = (f["share"] >= p["critical_fraction"]) & (share_long >= p["critical_fraction"])
+    return deep & (np.arange(v.size) >= 3 * w - 1)
+
+
+def _running_argmax(x: np.ndarray) -> np.ndarray:
+    """Index of the running maximum (the first index attaining it)."""
+    out = np.zeros(x.size, dtype=np.int64)
+    best, at = -np.inf, 0
+    for i, val in enumerate(x.tolist()):
+        if val > best:
+            best, at = val, i
+        out[i] = at
+    return out
