@@ -103,3 +103,37 @@ def test_trainer_state_and_real_log(tmp_path: Path, capsys, real_logs: Path) -> 
     p.write_text(json.dumps(state))
     assert main(["fit", str(p), "--json"]) == 0
     assert _json(capsys)["plateau"]["value"] == pytest.approx(1.0, abs=0.05)
+
+
+def test_noise_split_from_the_std_column(tmp_path: Path, capsys) -> None:
+    rng = np.random.default_rng(1)
+    t = np.arange(1, 301)
+    p = trajectory(t, 0.8, 0.2, 0.03, 0.7)
+    draws = rng.random((t.size, 8)) < p[:, None]
+    mean, std = draws.mean(axis=1), draws.std(axis=1, ddof=1)
+    path = tmp_path / "run.csv"
+    body = [f"{a},{b},{c}" for a, b, c in zip(t, mean, std, strict=True)]
+    rows = ["step,reward,reward_std", *body]
+    path.write_text("\n".join(rows) + "\n")
+    assert main(["fit", str(path), "--completions-per-step", "8", "--json"]) == 0
+    noise = _json(capsys)["noise"]
+    assert noise["source"] == "reward_std" and noise["n_steps"] == 300
+    assert noise["sampling_var"] == pytest.approx(np.mean(std**2) / 8, rel=1e-9)
+    assert noise["sampling_fraction"] == pytest.approx(1.0, abs=0.2)  # pure sampling noise
+    assert main(["fit", str(path), "--completions-per-step", "8"]) == 0
+    assert "noise per step" in capsys.readouterr().out
+    assert main(["fit", str(path), "--json"]) == 0
+    assert "noise" not in _json(capsys)  # no N given: no split
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--binary"], "need --completions-per-step"),
+        (["--completions-per-step", "0"], "completions_per_step must be"),
+        (["--completions-per-step", "4", "--std-metric", "nope"], "no metric 'nope'"),
+    ],
+)
+def test_noise_option_errors(log_csv: Path, capsys, args: list[str], message: str) -> None:
+    assert main(["fit", str(log_csv), *args]) == 2
+    assert message in capsys.readouterr().err

@@ -34,6 +34,14 @@ def register(subparsers: Any) -> None:
     p.add_argument("--optimizer", choices=("adamw", "sgd"), default="adamw")
     p.add_argument("--correction", choices=("none", "is", "is_clipped"), default="none",
                    help="importance correction of stale samples (none)")
+    p.add_argument("--completions-per-step", type=float, dest="completions", metavar="N",
+                   help="prompts per step x group size G: splits the residual variance into "
+                   "sampling noise and dynamical fluctuation (JSON key 'noise')")
+    p.add_argument("--std-metric", dest="std_metric", metavar="KEY",
+                   help="per-completion reward spread column (default: METRIC_std, "
+                   "reward_std for reward, .../std for .../mean)")
+    p.add_argument("--binary", action="store_true",
+                   help="0/1 reward: sampling variance p(1-p)/N where no spread column exists")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=handle)
 
@@ -51,7 +59,7 @@ def _window(text: str | None) -> tuple[float, float] | None:
     return lo, hi
 
 
-def _load(path: str, metric: str | None) -> tuple[str, Any, Any]:
+def _load(path: str, metric: str | None) -> tuple[str, Any, Any, Any]:
     from grposcope.logfiles import LogFormatError, guess_reward_key, read_log
 
     try:
@@ -67,7 +75,33 @@ def _load(path: str, metric: str | None) -> tuple[str, Any, Any]:
     if key not in series:
         raise CliError(f"no metric {key!r} in {path} (available: {available})")
     steps, values = series[key]
-    return key, steps, values
+    return key, steps, values, series
+
+
+def _std_key(metric: str) -> str:
+    """TRL's spread column for a metric: reward -> reward_std, rewards/f/mean -> rewards/f/std."""
+    if metric.endswith("/mean"):
+        return metric[: -len("mean")] + "std"
+    return f"{metric}_std"
+
+
+def _sampling(args: argparse.Namespace, key: str, series: Any, until: float | None) -> Any:
+    if args.completions is None:
+        if args.std_metric is not None or args.binary:
+            raise CliError("--std-metric and --binary need --completions-per-step")
+        return None
+    from grposcope.dynamics.noise import Sampling
+
+    std_key = args.std_metric or _std_key(key)
+    if args.std_metric is not None and std_key not in series:
+        raise CliError(f"no metric {std_key!r} for --std-metric")
+    std = series.get(std_key)
+    if std is not None and until is not None:
+        std = (std[0][std[0] <= until], std[1][std[0] <= until])
+    try:
+        return Sampling(args.completions, reward_std=std, binary=args.binary)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
 
 
 def _hyper(args: argparse.Namespace) -> Any:
@@ -85,13 +119,14 @@ def _hyper(args: argparse.Namespace) -> Any:
 def handle(args: argparse.Namespace) -> int:
     window = _window(args.predict)
     hyper = _hyper(args)
-    key, steps, values = _load(args.path, args.metric)
+    key, steps, values, series = _load(args.path, args.metric)
+    sampling = _sampling(args, key, series, args.until)
     if args.until is not None:
         keep = steps <= args.until
         steps, values = steps[keep], values[keep]
     from grposcope.dynamics.fit import fit_series
 
-    result = fit_series(steps, values, metric=key, hyper=hyper)
+    result = fit_series(steps, values, metric=key, hyper=hyper, sampling=sampling)
     if not result.oscillator:
         if args.json:
             print_json(result.to_json())
@@ -130,6 +165,12 @@ def format_human(d: dict[str, Any]) -> str:
         p = d["prediction"]
         lines.append(f"prediction, mean over steps {p['from']:g}–{p['to']:g}: {_num(p['mean'])} "
                      f"(80 %: {_num(p['lo'])} to {_num(p['hi'])})")
+    if d.get("noise"):
+        n = d["noise"]
+        lines.append(f"noise per step: residual var {_num(n['residual_var'])} = sampling "
+                     f"{_num(n['sampling_var'])} ({n['source']}, "
+                     f"N={_num(n['completions_per_step'])}) + dynamical "
+                     f"{_num(n['dynamical_var'])}")
     if "constrained" in d:
         c = d["constrained"]
         lines.append(f"constrained: K={_num(c['K'])} M={_num(c['M'])} C={_num(c['C'])} "
