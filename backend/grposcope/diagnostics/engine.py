@@ -72,6 +72,9 @@ def _message(kind: str, evidence: Mapping[str, Any]) -> str:
         if "fall_share_of_gain" in evidence:
             return (f"reward fell from {evidence['reward_peak']} to {evidence['reward_now']} "
                     f"({evidence['fall_share_of_gain']:.0%} of its gain lost)")  # fmt: skip
+        if "overshoot" in evidence:
+            return (f"oscillating: the smoothed reward overshot the fitted plateau "
+                    f"{evidence['plateau']} by {evidence['overshoot']} (ζ = {evidence['zeta']})")
     if kind == "plateau_reached" and evidence.get("steps_saved_by_stopping"):
         return f"{base}; stopping now saves {evidence['steps_saved_by_stopping']} steps"
     return base

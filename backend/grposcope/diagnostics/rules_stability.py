@@ -10,9 +10,9 @@ import numpy as np
 
 from grposcope.diagnostics.data import CLIP_KEYS, RunData
 from grposcope.diagnostics.rules_fall import reward_fall
+from grposcope.diagnostics.rules_overshoot import overshoot
 from grposcope.diagnostics.signal import (
     finite,
-    level_at,
     points,
     r,
     trailing_mean,
@@ -30,7 +30,7 @@ def dynamical_instability(data: RunData, p: Params) -> Trace | str:
         _clip_ratio(data, p),
         reward_fall(data, p),
         _margin(data, p),
-        _overshoot(data, p),
+        overshoot(data, p),
     ]
     subs = [s for s in subs if s is not None and s[0].size]
     if not subs:
@@ -134,34 +134,5 @@ def _margin(data: RunData, p: Params) -> Sub | None:
         return {"margin_exact": r(f.margin_exact), "margin_continuum": r(f.margin_continuum),
                 "lag_applies": f.lag_applies, "constrained_r2_smoothed": r(f.constrained_r2),
                 "predicted": True}  # fmt: skip
-
-    return steps, level, evidence, False
-
-
-def _overshoot(data: RunData, p: Params) -> Sub | None:
-    """Fitted ζ < zeta_info and the smoothed reward went above the fitted plateau's band."""
-    reward = data.get(data.reward_key)
-    fits = [f for f in data.fits if f.success and f.zeta is not None and f.p_star is not None]
-    if reward is None or not fits:
-        return None
-    s, v = finite(*reward)
-    if s.size < 3:
-        return None
-    smooth = trailing_mean(v, points(p["smooth_window"], s))
-    best = np.maximum.accumulate(smooth)
-    steps = np.array([f.step for f in fits], dtype=np.int64)
-    best_at = level_at(s, best, steps)
-    level = np.zeros(steps.size, dtype=np.int8)
-    for i, f in enumerate(fits):
-        good = f.r2_smoothed is not None and f.r2_smoothed >= p["min_fit_r2"]
-        above = best_at[i] > (f.plateau_hi if f.plateau_hi is not None else f.p_star)
-        rising = (f.p_star or 0.0) > (f.p0 or 0.0)
-        if good and rising and f.zeta < p["zeta_info"] and above:  # type: ignore[operator]
-            level[i] = 1
-
-    def evidence(i: int) -> dict:
-        f = fits[i]
-        return {"zeta": r(f.zeta), "regime": f.regime, "plateau": r(f.p_star),
-                "best_smoothed_reward": r(best_at[i])}  # fmt: skip
 
     return steps, level, evidence, False
