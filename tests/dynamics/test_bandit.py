@@ -167,6 +167,98 @@ def test_noise_ratio_follows_the_exact_force_variance() -> None:
     assert small.max_z < 5 and large.max_z < 5
 
 
+@pytest.mark.parametrize(
+    ("lr", "mu", "beta", "before", "after"),
+    # measured first overshoots: 12 (mu = 0.5: a complex pair) and 73 (mu = 0: the dominant
+    # eigenvalue turns negative, one flip per period)
+    [(0.2, 0.5, 0.5, (10, 11), (12, 14)), (0.05, 0.0, 1.0, (70, 72), (73, 75))],
+)
+def test_zeta_exact_drops_below_one_where_the_run_starts_to_overshoot(
+    lr: float, mu: float, beta: float, before: tuple[int, ...], after: tuple[int, ...]
+) -> None:
+    cfg = BanditConfig(lr=lr, momentum=mu, beta=beta)
+    stiff = measure_stiffness(cfg)
+    k_refs = np.array(before + after)
+    resp = perturbation_response(cfg, k_refs)  # measured from the simulated run
+    for k, overshoots in zip(k_refs, resp.oscillatory, strict=True):
+        h = dataclasses.replace(cfg, k_ref=int(k)).hyper(stiff.stale_share("none"))
+        zeta = exact_stability(h, stiff.K).zeta_exact  # predicted from the linearised map
+        assert overshoots == (k in after)
+        assert (zeta < 1.0) == (k in after) and zeta > 0.5
+
+
+def test_sweep_reports_zeta_exact_around_the_measured_transition() -> None:
+    res = sweep(BanditConfig(lr=0.2, momentum=0.5, beta=0.5), max_k_ref=20)
+    assert res.measured_oscillatory_k_ref == 12 == res.predicted_oscillatory_k_ref_exact
+    assert res.zeta_exact_before_measured_oscillatory == 1.0
+    assert 0.85 <= res.zeta_exact_at_measured_oscillatory < 1.0
+    # the continuum zeta (tau = K_ref) is already far below 1 there; the lag-moment one is closer
+    assert res.zeta_continuum_at_measured_oscillatory < 0.85
+    assert abs(res.predicted_oscillatory_k_ref_continuum_lag_moments - 12) < abs(
+        res.predicted_oscillatory_k_ref_continuum - 12
+    )
+
+
+def _binary_terms(cfg: BanditConfig) -> tuple[float, float]:
+    """(V, zeta2) of the group-baseline U-statistic at p*, by hand for two arms:
+    V = Var((r - p)·s), zeta2 = Var(h) with kernel h = (r_i - r_j)(s_i - s_j)/2, s the score
+    along the reward direction."""
+    fp, u = fixed_point(cfg), measure_stiffness(cfg).direction
+    pi, r, p = fp.pi, cfg.r, fp.p_star
+    s = np.array([(np.eye(2)[a] - pi) @ u for a in range(2)])
+    g = float(pi @ (r * s))
+    v = float(pi @ ((r - p) * s) ** 2) - g * g
+    pairs = [(a, b) for a in range(2) for b in range(2)]
+    z2 = sum(pi[a] * pi[b] * (0.5 * (r[a] - r[b]) * (s[a] - s[b])) ** 2 for a, b in pairs)
+    return v, z2 - g * g
+
+
+@pytest.mark.parametrize("beta", [0.5, 1.0])
+def test_group_baseline_noise_is_a_u_statistic_and_a_critic_is_exactly_one_over_g(
+    beta: float,
+) -> None:
+    v, z2 = _binary_terms(BanditConfig(beta=beta))
+    for G in (4, 16):
+        hoeffding = ((G - 2) * v + 2 * z2) / (G * (G - 1))
+        assert force_noise_variance(BanditConfig(beta=beta), G) == pytest.approx(hoeffding)
+        critic = force_noise_variance(BanditConfig(beta=beta, advantage="critic"), G)
+        assert critic == pytest.approx(v / G)
+    assert z2 > v / 2  # the degenerate part that bends the 1/G law is there
+
+
+def test_advantage_variants_by_hand() -> None:
+    theta = np.zeros((1, 2))  # pi = pi_b = (0.5, 0.5): force g_0 = (w_0 - w_1)/2
+    counts = np.array([[3.0, 1.0]])  # G = 4: rewards 1, 1, 1, 0; group mean 0.75
+    std = math.sqrt((3 * 0.25**2 + 0.75**2) / 3)  # unbiased, as torch.std
+    weights = {  # (reward arm, other arm) = count·A·scale
+        "mean": (3 * 0.25 / 3, -0.75 / 3),
+        "mean_trl": (3 * 0.25 / 4, -0.75 / 4),
+        "std": (3 * 0.25 / (std + 1e-4) / 4, -0.75 / (std + 1e-4) / 4),
+        "critic": (3 * 0.5 / 4, -0.5 / 4),  # baseline p_b = 0.5, not the group mean
+    }
+    for adv, (w0, w1) in weights.items():
+        g, batch = force(BanditConfig(advantage=adv), theta, theta, 0.0, counts)
+        assert g[0, 0] == pytest.approx((w0 - w1) / 2) and batch[0] == pytest.approx(0.75)
+    same = np.array([[4.0, 0.0]])  # zero-std group: TRL's advantage is 0, no force
+    g, _ = force(BanditConfig(advantage="std"), theta, theta, 0.0, same)
+    assert np.all(g == 0)
+
+
+@pytest.mark.parametrize("advantage", ["mean_trl", "critic"])
+def test_finite_g_variants_mean_update(advantage: str) -> None:
+    # critic: unbiased for the policy gradient; mean_trl: (G - 1)/G of it (TRL's 1/G)
+    cfg = BanditConfig(rewards=(1.0, 0.4, 0.0), beta=0.5, G=4, advantage=advantage)
+    theta, theta_b = np.array([0.3, -0.2, 0.1]), np.array([0.1, 0.1, -0.2])
+    limit, _ = force(cfg, theta[None], theta_b[None], 0.0)
+    factor = 0.75 if advantage == "mean_trl" else 1.0
+    rng = np.random.default_rng(0)
+    n = 200_000
+    counts = rng.multinomial(cfg.G, softmax(theta_b), size=n).astype(float)
+    sampled, _ = force(cfg, np.tile(theta, (n, 1)), np.tile(theta_b, (n, 1)), 0.0, counts)
+    se = sampled.std(axis=0) / math.sqrt(n)
+    assert np.all(np.abs(sampled.mean(axis=0) - factor * limit[0]) < 4 * se + 1e-12)
+
+
 def test_bad_config_names_the_argument() -> None:
     for kwargs, name in (
         ({"beta": 0.0}, "beta"),
@@ -174,6 +266,7 @@ def test_bad_config_names_the_argument() -> None:
         ({"k_ref": 0}, "k_ref"),
         ({"rewards": (1.0,)}, "rewards"),
         ({"correction": "x"}, "correction"),
+        ({"advantage": "x"}, "advantage"),
     ):
         with pytest.raises(ValueError, match=name):
             BanditConfig(**kwargs)

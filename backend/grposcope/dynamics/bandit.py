@@ -4,12 +4,21 @@ Policy pi = softmax(theta) over arms with fixed rewards r; reference policy pi_r
 step draws G samples from the *behaviour* policy (theta frozen at the last regeneration, refreshed
 every K_ref steps) and applies, choices made so the lab maps one-to-one onto DESIGN 2.1:
 
-- **Advantage**: group-relative, mean-only, A_i = r_i - mean(r), with the sum normalised by
-  1/(G - 1) instead of 1/G (the same as the leave-one-out baseline). That makes the expected update
-  the exact policy gradient for every G, so the mean path does not depend on G and the infinite-
-  sample variant is its mean. Dividing by the group std (TRL's default) would make the force
-  non-conservative at the fixed point (the std is evaluated at the stale policy), so the Hessian
-  of a potential would no longer be the stiffness; it is left out on purpose.
+- **Advantage** (``advantage``, default ``"mean"``): group-relative, mean-only,
+  A_i = r_i - mean(r), with the sum normalised by 1/(G - 1) instead of 1/G (identical to the
+  leave-one-out baseline r_i - mean_{j≠i} r_j normalised by 1/G, i.e. RLOO). That makes the
+  expected update the exact policy gradient for every G, so the mean path does not depend on G and
+  the infinite-sample variant is its mean. The other variants exist to measure how the noise
+  scales with G in settings GRPO runs actually use (docs/dynamics-bandit.md):
+  ``"mean_trl"``: the same advantage with TRL's 1/G normalisation (``scale_rewards="none"``), whose
+  expected update is (G - 1)/G times the policy gradient; ``"std"``: TRL's default
+  (A_i = (r_i - mean)/(std + 1e-4), unbiased std, 1/G), whose expected update is not a policy
+  gradient of the bandit's potential at all, so the stiffness and fixed point of this module
+  (``measure_stiffness``, ``fixed_point``) do not describe it; ``"critic"``: a control, not GRPO:
+  the baseline is the behaviour policy's exact expected reward (a perfect value function), so the
+  update is a plain mean of G i.i.d. terms and its noise scales as 1/G exactly. The infinite-sample
+  variant (``counts`` None) is the G -> infinity limit, which is the mean of the G-sample update
+  for ``mean`` and ``critic`` only.
 - **Correction**: ``none`` uses the loss -sum A_i log pi(a_i) on stale samples, whose gradient is
   the reward gradient *at the behaviour policy* (a fully stale force); ``is`` weights by the exact
   ratio pi/pi_b, whose expectation is the current gradient; ``is_clipped`` is the PPO/GRPO
@@ -29,10 +38,15 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 
 from grposcope.dynamics.stability import CORRECTIONS, Correction, Hyper
+
+Advantage = Literal["mean", "mean_trl", "std", "critic"]
+ADVANTAGES: tuple[str, ...] = ("mean", "mean_trl", "std", "critic")
+STD_EPS = 1e-4  # TRL's epsilon in (r - mean) / (std + eps)
 
 
 @dataclass(frozen=True)
@@ -48,6 +62,7 @@ class BanditConfig:
     correction: Correction = "none"
     clip_eps: float = 0.2
     ref_logits: tuple[float, ...] | None = None
+    advantage: Advantage = "mean"
 
     def __post_init__(self) -> None:
         if len(self.rewards) < 2 or not all(math.isfinite(r) for r in self.rewards):
@@ -70,6 +85,8 @@ class BanditConfig:
             raise ValueError(f"correction must be one of {CORRECTIONS}, got {self.correction!r}")
         if not (0.0 < self.clip_eps < 1.0):
             raise ValueError(f"clip_eps must be in (0, 1), got {self.clip_eps!r}")
+        if self.advantage not in ADVANTAGES:
+            raise ValueError(f"advantage must be one of {ADVANTAGES}, got {self.advantage!r}")
         if self.ref_logits is not None and len(self.ref_logits) != len(self.rewards):
             raise ValueError("ref_logits must have one entry per arm (as many as rewards)")
 
@@ -197,6 +214,34 @@ def measure_stiffness(cfg: BanditConfig) -> Stiffness:
 # --------------------------------------------------------------------------- forces and runs
 
 
+def _limit_advantage(
+    cfg: BanditConfig, pi_b: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(arm weights, per-arm advantage, scale, batch mean) with infinitely many samples."""
+    r = cfg.r
+    p_b = pi_b @ r
+    adv = r - p_b[..., None]
+    if cfg.advantage == "std":  # the group std tends to the policy's reward std
+        adv = adv / (np.sqrt(np.sum(pi_b * adv * adv, axis=-1, keepdims=True)) + STD_EPS)
+    return pi_b, adv, np.ones(p_b.shape), p_b
+
+
+def _group_advantage(
+    cfg: BanditConfig, pi_b: np.ndarray, counts: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(arm weights, per-arm advantage, scale, batch mean) of one group of G = sum(counts)."""
+    r = cfg.r
+    n = counts.sum(axis=-1)
+    batch = counts @ r / n
+    baseline = pi_b @ r if cfg.advantage == "critic" else batch
+    adv = r - baseline[..., None]
+    if cfg.advantage == "std":
+        var = np.sum(counts * adv * adv, axis=-1, keepdims=True) / (n[..., None] - 1.0)
+        adv = adv / (np.sqrt(var) + STD_EPS)
+    scale = 1.0 / (n - 1.0) if cfg.advantage == "mean" else 1.0 / n
+    return counts, adv, scale, batch
+
+
 def _reward_weights(
     cfg: BanditConfig,
     pi: np.ndarray,
@@ -204,16 +249,10 @@ def _reward_weights(
     counts: np.ndarray | None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per-arm weights w with reward force g = w - pi·sum(w), and the batch-mean reward."""
-    r = cfg.r
-    if counts is None:  # infinite-sample limit: the expectation of the G-sample update
-        weight, baseline = pi_b, pi_b @ r
-        scale = np.ones(baseline.shape)
-        batch = baseline
+    if counts is None:  # the G -> infinity limit (the mean of the G-sample update for 'mean')
+        weight, adv, scale, batch = _limit_advantage(cfg, pi_b)
     else:
-        weight = counts
-        batch = baseline = counts @ r / counts.sum(axis=-1)
-        scale = 1.0 / (counts.sum(axis=-1) - 1.0)
-    adv = r - baseline[..., None]
+        weight, adv, scale, batch = _group_advantage(cfg, pi_b, counts)
     w = weight * adv * scale[..., None]
     if cfg.correction == "none":
         return w, batch

@@ -244,6 +244,15 @@ class NoiseResult:
     stationary_mean: float
     stationary_variance: float  # Var(p_t) across replicas, averaged over t after the burn-in
     force_noise_variance: float  # exact per-step noise of the force along u at p*
+    path_se: np.ndarray  # standard error of mean_path, per step
+
+
+def mean_path_z(a: NoiseResult, b: NoiseResult, rise: int = 200) -> float:
+    """Largest |mean path of a - mean path of b| over the first ``rise`` steps, in standard
+    errors of the difference: do two G's give the same mean trajectory within noise?"""
+    diff = np.abs(a.mean_path[1:rise] - b.mean_path[1:rise])
+    se = np.hypot(a.path_se[1:rise], b.path_se[1:rise])
+    return float(np.max(diff / np.maximum(se, 1e-15)))
 
 
 def noise_experiment(
@@ -267,7 +276,8 @@ def noise_experiment(
     det, _ = simulate(cfg, start[:1], steps)
     p, _ = simulate(cfg, start, steps, G=G, rng=np.random.default_rng(seed))
     mean = p.mean(axis=1)
-    se = p[:rise].std(axis=1, ddof=1) / math.sqrt(replicas)
+    path_se = p.std(axis=1, ddof=1) / math.sqrt(replicas)
+    se = path_se[:rise]
     z = np.abs(mean[:rise] - det[:rise, 0]) / np.maximum(se, 1e-15)
     return NoiseResult(
         G=G,
@@ -277,4 +287,5 @@ def noise_experiment(
         stationary_mean=float(mean[burn_in:].mean()),
         stationary_variance=float(p[burn_in:].var(axis=1, ddof=1).mean()),
         force_noise_variance=force_noise_variance(cfg, G),
+        path_se=path_se,
     )
