@@ -12,6 +12,13 @@ exponential (same priors) and the naive "mean of the last window seen" (last 10 
 seen; also reported: last 25 %), and whether the 80 %
 interval contains the truth. A run "learns" when the mean of its last 20 % exceeds the mean of
 its first 10 % by more than 3 standard errors and by more than 0.25 run stds.
+
+Also per run: the noise ceiling of the smoothed R² (what a perfect curve would score given the
+noise, two estimates: white noise from first differences, and window-scale noise from second
+differences of block means, which keeps autocorrelation), and the noise split of DESIGN 2.4
+(sampling variance of the step mean vs dynamical fluctuation) where the completions per step
+are known (COMPLETIONS, read off SOURCES.md). `--no-t0` fits without the start offset (the
+model before 2026-11-30) for comparison.
 """
 
 from __future__ import annotations
@@ -31,10 +38,44 @@ from grposcope.dynamics import fit_priors  # noqa: E402
 from grposcope.dynamics.fit import fit_series  # noqa: E402
 from grposcope.dynamics.forecast import predict_window  # noqa: E402
 from grposcope.dynamics.model import single_exponential  # noqa: E402
+from grposcope.dynamics.noise import NoiseSplit, Sampling  # noqa: E402
 from grposcope.dynamics.smoothing import moving_average, prepare, smoothing_width  # noqa: E402
 from grposcope.logfiles import guess_reward_key, read_log  # noqa: E402
 
 TRAIN_FRACTION, TARGET_FRACTION = 0.4, 0.2
+
+# Completions per optimizer step N = prompts × G, from the batch settings in SOURCES.md (TRL
+# counts completions in per_device_train_batch_size; Unsloth notebooks with per_device 1 do one
+# prompt × G completions per micro-step; gradient accumulation multiplies). Runs whose N is not
+# determined by the log's description (GPU count unknown, logging every 10 steps, ambiguous G)
+# are left out. True: binary reward without a spread column (σ² = p(1 − p)).
+COMPLETIONS: dict[str, tuple[int, bool]] = {
+    "cs336_damek_qwen25math15b_gsm8k_r1zero_G8": (256, True),  # 32 prompts × 8
+    "imjonezz_llama31_8b_gsm8k_G6": (6, False),
+    "udacity_lettercount_qwen25_3b_G4_lr2e-4_summeryu": (16, False),  # 8 × accum 2
+    "udacity_lettercount_qwen25_3b_G8_noufalfakhri": (32, False),  # 8 × accum 4
+    "unsloth_official_llama31_8b_gsm8k_G6": (6, False),
+    "unsloth_official_llama32_3b_advanced_gsm8k_G4_500steps": (16, False),  # 1×4 × accum 4
+    "unsloth_official_mistral7b_gsm8k_G6": (6, False),
+    "unsloth_official_qwen25_3b_gsm8k_G8": (8, False),
+    "xun3_qwen25_3b_gsm8k_G8_runA": (8, False),
+    "basilenouvellet_qwen25_1p5b_gsm8k_G6": (6, False),
+    "benjaminsinzore_llama31_8b_gsm8k_G6_198steps": (6, False),
+    "feeyan_qwen25_3b_pokerbench_G8": (8, False),
+    "holazzer_qwen25_3b_amazonbaby_G8_136steps": (32, False),  # 1×8 × accum 4
+    "onlyjokers_gemma3_1b_gsm8k_G4_446steps": (4, False),
+    "sunshine_qwen35_9b_gsm8k_G2_seed42": (4, False),  # 2 prompts × 2
+    "sunshine_qwen35_9b_gsm8k_G2_seed43": (4, False),
+    "sunshine_qwen35_9b_gsm8k_G2_seed44": (4, False),
+    "udacity_lettercount_qwen25_3b_G4_agallardom": (16, False),
+    "udacity_lettercount_qwen25_3b_G4_alexpm94": (64, False),  # 16 × accum 4
+    "udacity_lettercount_qwen25_3b_G4_ctangudu": (16, False),  # 8 × accum 2
+    "udacity_lettercount_qwen25_3b_G4_gour6380": (8, False),
+    "udacity_lettercount_qwen25_3b_G4_jesuscasal23": (16, False),
+    "udacity_lettercount_qwen25_3b_G4_rapeiandrei": (16, False),
+    "unsloth_official_llama32_3b_advanced_gsm8k_G8_292steps": (32, False),  # 1×8 × accum 4
+    "unsloth_official_phi4_14b_gsm8k_G6_nolearning": (6, False),
+}
 
 
 @dataclass
@@ -50,15 +91,46 @@ class RunScore:
     err_naive25: float  # ... of the last 25 %
     covered: bool
     zeta: float
+    t0_used: bool
+    ceil_white: float  # smoothed-R² noise ceilings (see module docstring)
+    ceil_window: float
+    noise: NoiseSplit | None
 
 
 def load(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    steps, values, _ = load_with_spread(path)
+    return steps, values
+
+
+def load_with_spread(path: Path) -> tuple[np.ndarray, np.ndarray, tuple | None]:
+    """Reward steps and values, and the (steps, std) spread column if the log has one."""
     series = read_log(path)
     key = guess_reward_key(series.keys())
     if key is None:
         raise ValueError(f"{path.name}: no reward column")
     s = prepare(*series[key])
-    return s.steps, s.values
+    std_key = key[: -len("mean")] + "std" if key.endswith("/mean") else f"{key}_std"
+    return s.steps, s.values, series.get(std_key)
+
+
+def noise_ceilings(steps: np.ndarray, values: np.ndarray) -> tuple[float, float]:
+    """Smoothed R² a perfect curve would reach: 1 − Var(noise of a window mean)/Var(smoothed).
+
+    White: per-point noise var(Δy)/2 (all of it, heavy tails included — a MAD would miss
+    them), divided by w. Window: second differences of non-overlapping w-block means,
+    Var = 6·Var(block noise) for a locally linear curve; keeps any autocorrelation shorter
+    than a few windows (noisy: ~n/w blocks).
+    """
+    n = values.size
+    w = smoothing_width(n)
+    _, smooth = moving_average(steps, values, w)
+    var_s = float(smooth.var())
+    white = 1.0 - float(np.var(np.diff(values))) / 2.0 / w / var_s
+    m = n // w
+    blocks = values[: m * w].reshape(m, w).mean(axis=1)
+    d2 = blocks[:-2] - 2.0 * blocks[1:-1] + blocks[2:]
+    window = 1.0 - float(np.mean(d2**2)) / 6.0 / var_s if d2.size else float("nan")
+    return white, window
 
 
 def learns(values: np.ndarray) -> bool:
@@ -91,15 +163,21 @@ def forecast_test(steps: np.ndarray, values: np.ndarray, **kw: object) -> tuple:
 
 
 def score_run(path: Path, **kw: object) -> RunScore:
-    steps, values = load(path)
-    full = fit_series(steps, values, **kw)
+    steps, values, spread = load_with_spread(path)
+    n_comp = COMPLETIONS.get(path.stem)
+    sampling = None
+    if n_comp is not None:
+        sampling = Sampling(n_comp[0], reward_std=None if n_comp[1] else spread, binary=n_comp[1])
+    full = fit_series(steps, values, sampling=sampling, **kw)
     osc, exp = full.oscillator, full.single_exponential
     ft = forecast_test(steps, values, **kw)
+    ceilings = noise_ceilings(steps, values)
     return RunScore(
         name=path.stem, n=steps.size, learns=learns(values), r2s=osc.r2_smoothed,
         d_aic=osc.aic - exp.aic, err_osc=ft[0], err_exp=ft[1],
         err_naive=ft[2][0], err_naive25=ft[2][1],
-        covered=ft[3], zeta=osc.zeta,
+        covered=ft[3], zeta=osc.zeta, t0_used=len(full.theta) > 4,
+        ceil_white=ceilings[0], ceil_window=ceilings[1], noise=full.noise,
     )
 
 
@@ -109,8 +187,11 @@ def summarise(scores: list[RunScore], label: str) -> None:
     if learning:
         r2 = np.median([s.r2s for s in learning])
         beats = np.mean([s.d_aic < 0 for s in learning])
-        print(f"learning runs: median smoothed R² {r2:.3f}; oscillator lower AIC on "
-              f"{beats:.0%} ({sum(s.d_aic < 0 for s in learning)}/{len(learning)})")
+        print(f"learning runs: median smoothed R² {r2:.3f} (noise ceiling: white "
+              f"{np.median([s.ceil_white for s in learning]):.3f}, window "
+              f"{np.nanmedian([s.ceil_window for s in learning]):.3f}); oscillator lower AIC on "
+              f"{beats:.0%} ({sum(s.d_aic < 0 for s in learning)}/{len(learning)}); "
+              f"t0 used on {sum(s.t0_used for s in learning)}")
     for group, runs in (("all runs", scores), ("learning runs", learning)):
         if not runs:
             continue
@@ -120,19 +201,33 @@ def summarise(scores: list[RunScore], label: str) -> None:
               f"{np.median([s.err_naive for s in runs]):.3f} (last 10 %) / "
               f"{np.median([s.err_naive25 for s in runs]):.3f} (last 25 %); 80% interval coverage "
               f"{np.mean([s.covered for s in runs]):.0%}")
+    split = [s.noise.sampling_fraction for s in scores if s.noise is not None]
+    if split:
+        print(f"noise split on {len(split)} runs: sampling / residual variance median "
+              f"{np.median(split):.2f} (range {min(split):.2f}-{max(split):.2f})")
 
 
-def run_folder(folders: list[Path]) -> None:
+def _row(s: RunScore) -> str:
+    nz = s.noise
+    noise = "   -     -     -  " if nz is None else (
+        f"{nz.completions_per_step:4.0f} {nz.sampling_fraction:5.2f} "
+        f"{math.sqrt(nz.dynamical_var):7.3g}")
+    return (f"{s.name[:50]:50s} {s.n:5d} {str(s.learns):6s} {s.r2s:6.3f} {s.ceil_white:6.3f} "
+            f"{s.ceil_window:6.3f} {s.d_aic:7.1f} {'t0' if s.t0_used else '  '} {s.zeta:6.2f} "
+            f"{s.err_osc:5.2f} {s.err_exp:5.2f} {s.err_naive:5.2f} {'yes' if s.covered else 'NO '} "
+            f"{noise}")
+
+
+def run_folder(folders: list[Path], **kw: object) -> None:
     allscores: list[RunScore] = []
     for folder in folders:
         scores = []
-        print(f"\n{'run':58s} {'n':>5s} learns  R2s    dAIC   zeta  e_osc e_exp e_naive cov")
+        print(f"\n{'run':50s} {'n':>5s} learns  R2s  ceil_w ceil_b   dAIC    zeta  e_osc e_exp "
+              "e_nai cov    N samp/res dyn_sd")
         for path in sorted(folder.glob("*.csv")):
-            s = score_run(path)
+            s = score_run(path, **kw)
             scores.append(s)
-            print(f"{s.name[:58]:58s} {s.n:5d} {str(s.learns):6s} {s.r2s:6.3f} {s.d_aic:7.1f} "
-                  f"{s.zeta:6.2f} {s.err_osc:5.2f} {s.err_exp:5.2f} {s.err_naive:5.2f}  "
-                  f"{'yes' if s.covered else 'NO'}")
+            print(_row(s))
         summarise(scores, str(folder))
         allscores += scores
     if len(folders) > 1:
@@ -199,6 +294,7 @@ def main() -> int:
     ap.add_argument("folders", nargs="+", type=Path)
     ap.add_argument("--learn-priors", action="store_true")
     ap.add_argument("--calibrate", action="store_true")
+    ap.add_argument("--no-t0", action="store_true", help="fit without the start offset")
     args = ap.parse_args()
     for folder in args.folders:
         if not folder.is_dir():
@@ -209,7 +305,7 @@ def main() -> int:
     elif args.calibrate:
         calibrate(args.folders[0])
     else:
-        run_folder(args.folders)
+        run_folder(args.folders, **({"fit_t0": False} if args.no_t0 else {}))
     return 0
 
 
