@@ -307,6 +307,9 @@ def test_cli_sweep_json(capsys) -> None:
     assert payload["predicted_k_ref_threshold_exact"] == 9
     assert payload["predicted_k_ref_threshold_continuum"] == 4
     assert payload["stiffness"] == pytest.approx(measure_stiffness(BanditConfig(beta=0.5)).K)
+    assert payload["measured_oscillatory_k_ref"] == 1  # mu = 0.9: oscillatory from K_ref = 1
+    assert payload["zeta_exact_before_measured_oscillatory"] is None
+    assert 0 < payload["zeta_exact_at_measured_oscillatory"] < 1
 
 
 def test_cli_human_output_and_errors(capsys) -> None:
@@ -314,6 +317,10 @@ def test_cli_human_output_and_errors(capsys) -> None:
     assert "does not apply" in capsys.readouterr().out
     assert main(["bandit", "run", "--beta", "-1"]) == 2
     assert "beta" in capsys.readouterr().err
+    assert main(["bandit", "sweep", "--advantage", "std", "--max-k-ref", "4"]) == 2
+    assert "no potential" in capsys.readouterr().err
+    assert main(["bandit", "run", "--advantage", "std", "--steps", "5", "--G", "4"]) == 0
+    assert "p* =" not in capsys.readouterr().out
 
 
 def test_a_learning_rate_warmup_carries_a_stable_run_past_the_threshold():

@@ -36,6 +36,13 @@ def _add_config_args(p: argparse.ArgumentParser, k_ref: bool) -> None:
         help="importance correction of stale samples (default none)",
     )
     p.add_argument("--clip-eps", type=float, default=0.2, help="ratio clip for is_clipped")
+    p.add_argument(
+        "--advantage",
+        choices=("mean", "mean_trl", "std", "critic"),
+        default="mean",
+        help="group advantage: mean (leave-one-out, default), mean_trl (TRL scale_rewards="
+        "'none'), std (TRL's default, divided by the group std), critic (exact baseline)",
+    )
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -79,6 +86,7 @@ def _config(args: argparse.Namespace, k_ref: int):
             k_ref=k_ref,
             correction=args.correction,
             clip_eps=args.clip_eps,
+            advantage=args.advantage,
         )
     except ValueError as exc:
         raise CliError(str(exc)) from None
@@ -89,7 +97,7 @@ def run_bandit(args: argparse.Namespace) -> int:
     import sys
 
     from grposcope.cli.common import CliError
-    from grposcope.dynamics.bandit import fixed_point, run
+    from grposcope.dynamics.bandit import run
 
     cfg = _config(args, args.k_ref)
     if args.steps < 1:
@@ -109,13 +117,24 @@ def run_bandit(args: argparse.Namespace) -> int:
             if out is not sys.stdout:
                 out.close()
     if args.csv != "-":
-        fp = fixed_point(cfg)
         print(
             f"{args.steps} steps, p0 = {traj.expected_reward[0]:.4f}, "
-            f"final expected reward = {traj.expected_reward[-1]:.4f}, p* = {fp.p_star:.4f}"
+            f"final expected reward = {traj.expected_reward[-1]:.4f}{_p_star_text(cfg)}"
             + (f"; CSV written to {args.csv}" if args.csv else "")
         )
     return 0
+
+
+def _p_star_text(cfg) -> str:
+    """The fixed point where it is known: the potential's p* is the finite-G fixed point only
+    for the unbiased advantages ('mean', 'critic'); 'mean_trl' shrinks the reward force by
+    (G - 1)/G and 'std' has no potential."""
+    from grposcope.dynamics.bandit import fixed_point
+
+    if cfg.advantage == "std":
+        return ""
+    p_star = fixed_point(cfg).p_star
+    return f", p* = {p_star:.4f}" + (" (G -> infinity)" if cfg.advantage == "mean_trl" else "")
 
 
 def sweep_bandit(args: argparse.Namespace) -> int:
@@ -127,7 +146,10 @@ def sweep_bandit(args: argparse.Namespace) -> int:
         raise CliError(f"--max-k-ref must be >= 1, got {args.max_k_ref}")
     if not args.perturbation > 0:
         raise CliError(f"--perturbation must be > 0, got {args.perturbation}")
-    result = sweep(cfg, args.max_k_ref, perturbation=args.perturbation)
+    try:
+        result = sweep(cfg, args.max_k_ref, perturbation=args.perturbation)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
     if args.json:
         print_json(result.to_dict())
         return 0
@@ -154,5 +176,11 @@ def _print_human(r, correction: str) -> None:
     print(f"  measured              {_fmt(r.measured_oscillatory_k_ref)}")
     print(f"  predicted, exact      {_fmt(r.predicted_oscillatory_k_ref_exact)}")
     print(f"  continuum zeta = 1    {_fmt(None if cont is None else round(cont, 2))}")
+    at, before = r.zeta_exact_at_measured_oscillatory, r.zeta_exact_before_measured_oscillatory
+    if at is not None:
+        print(
+            f"  zeta_exact at the measured transition {at:.3f}"
+            + ("" if before is None else f" (one K_ref before: {before:.3f})")
+        )
     if r.stale_share == 0:
         print("the lag term does not apply: no part of the force is stale in this mode")

@@ -198,6 +198,12 @@ def sweep(
     """
     if int(max_k_ref) != max_k_ref or max_k_ref < 1:
         raise ValueError(f"max_k_ref must be an integer >= 1, got {max_k_ref!r}")
+    if cfg.advantage == "std":
+        raise ValueError(
+            "advantage 'std' has no potential: its fixed point and stiffness are not the ones "
+            "measured here, so the sweep supports 'mean', 'mean_trl' and 'critic' (whose "
+            "infinite-sample update is the policy gradient)"
+        )
     stiff: Stiffness = measure_stiffness(cfg)
     share = stiff.stale_share(cfg.correction)
     h = cfg.hyper(stale_fraction=share)
