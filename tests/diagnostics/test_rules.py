@@ -181,3 +181,112 @@ def test_a_margin_read_off_a_handful_of_points_is_not_believed():
                    defaults("dynamical_instability"))  # fmt: skip
     assert out.severity != "critical"
     assert not (out.evidence or {}).get("predicted")
+
+
+def _ar1(n, phi, sd, rng):
+    """Stationary AR(1) noise with marginal standard deviation sd."""
+    e = rng.normal(0.0, sd * np.sqrt(1.0 - phi**2), n)
+    out = np.empty(n)
+    out[0] = rng.normal(0.0, sd)
+    for i in range(1, n):
+        out[i] = phi * out[i - 1] + e[i]
+    return out
+
+
+def _rise_then(n, tail, noise, rng, phi=0.0):
+    """0.1 → 0.8 over the first 40 steps, then `tail(s)`; AR(1) noise of sd `noise`."""
+    s = np.arange(1, n + 1)
+    base = np.where(s <= 40, 0.1 + 0.7 * s / 40, tail(s))
+    return s, base + _ar1(n, phi, noise, rng)
+
+
+def _fall(s, v, **over):
+    params = {**defaults("dynamical_instability"), **over}
+    return evaluate("dynamical_instability", RunData({"reward": (s, v)}, "reward"), params)
+
+
+def test_window_se_takes_autocorrelation_into_account():
+    from grposcope.diagnostics.noise import white_se, window_se
+
+    rng = np.random.default_rng(3)
+    x = _ar1(5000, 0.7, 0.1, rng)
+    truth = np.convolve(x, np.ones(10) / 10, mode="valid").std()
+    assert white_se(x, 10) < 0.4 * truth  # first differences see only the fast part
+    assert 0.65 * truth < window_se(x[:400], 10) < 1.5 * truth
+
+
+def test_window_se_feels_spikes():
+    """A mostly flat reward with rare large spikes: a mean of 10 wanders by the spikes."""
+    from grposcope.diagnostics.noise import window_se
+
+    rng = np.random.default_rng(4)
+    x = np.where(rng.random(2000) < 0.1, 1.5, 0.12)
+    truth = np.convolve(x, np.ones(10) / 10, mode="valid").std()
+    assert window_se(x[:200], 10) > 0.7 * truth
+
+
+def test_reward_fall_catches_a_late_degradation_of_a_third_of_the_gain():
+    rng = np.random.default_rng(5)
+    s, v = _rise_then(120, lambda s: np.where(s < 80, 0.8, 0.8 - 0.25 * (s - 80) / 20), 0.05, rng)
+    out = _fall(s, v)
+    assert out.status == "firing" and out.severity == "warning"
+    assert 80 < out.current.opened_step <= 100
+    assert 0.25 <= out.evidence["fall_share_of_gain"] < 0.9
+
+
+def test_reward_fall_stays_quiet_on_correlated_noise_of_the_same_amplitude():
+    """Same rise and noise amplitude as a degradation, but the plateau only wanders (AR(1),
+    φ = 0.7): the fall of a 10-step mean is within what its own correlated noise explains."""
+    quiet = 0
+    for seed in range(10):
+        rng = np.random.default_rng(100 + seed)
+        s, v = _rise_then(200, lambda s: 0.8 + 0.0 * s, 0.05, rng, phi=0.7)
+        quiet += _fall(s, v).status == "ok"
+    assert quiet >= 9
+    # What the old bar (independent noise from first differences) would have said:
+    # the same series do show falls of a quarter of the gain.
+    from grposcope.diagnostics.signal import noise_sd, trailing_mean
+
+    rng = np.random.default_rng(100)
+    s, v = _rise_then(200, lambda s: 0.8 + 0.0 * s, 0.05, rng, phi=0.7)
+    level = trailing_mean(v, 10)[40:]
+    assert level.max() - level.min() > 8 * noise_sd(v) / np.sqrt(10)
+
+
+def test_reward_fall_back_to_the_start_is_critical():
+    rng = np.random.default_rng(6)
+    s, v = _rise_then(160, lambda s: np.where(s < 80, 0.8, 0.1), 0.05, rng)
+    out = _fall(s, v)
+    assert out.severity == "critical" and out.evidence["fall_share_of_gain"] > 0.9
+    s, v = _rise_then(160, lambda s: np.where(s < 80, 0.8, 0.45), 0.05, rng)
+    assert _fall(s, v).severity == "warning"  # half the gain lost: a warning
+    assert _fall(s, v, critical_fraction=0.4).severity == "critical"  # overridable
+
+
+def _osc_fits(zeta, p_star=0.8, p0=0.1):
+    return [FitPoint(step=k, success=True, zeta=zeta, r2_smoothed=0.9, p_star=p_star, p0=p0,
+                     plateau_lo=p_star - 0.02, plateau_hi=p_star + 0.02, n_points=k,
+                     regime="oscillatory") for k in range(60, 201, 10)]  # fmt: skip
+
+
+def _osc_level(s, v, zeta):
+    from grposcope.diagnostics.rules_overshoot import overshoot
+
+    sub = overshoot(RunData({"reward": (s, v)}, "reward", fits=_osc_fits(zeta)),
+                    defaults("dynamical_instability"))  # fmt: skip
+    return int(sub[1].max()), sub[2](int(np.argmax(sub[1])))
+
+
+def test_oscillatory_note_needs_a_real_overshoot():
+    rng = np.random.default_rng(7)
+    s = np.arange(1, 201)
+    settle = 0.8 - 0.7 * np.exp(-s / 15.0) + rng.normal(0.0, 0.05, s.size)
+    level, _ = _osc_level(s, settle, 0.3)
+    assert level == 0  # ζ = 0.3 fitted, but the reward never left the plateau's band
+    ringing = 0.8 - 0.7 * np.exp(-s / 40.0) * np.cos(s / 12.0) + rng.normal(0.0, 0.05, s.size)
+    level, evidence = _osc_level(s, ringing, 0.3)
+    assert level == 1 and evidence["overshoot"] > evidence["overshoot_bar"]
+    assert _osc_level(s, ringing, 0.9)[0] == 0  # ζ not well below 1
+    small = 0.8 - 0.7 * np.exp(-s / 15.0) * np.cos(s / 12.0) * (s < 30)
+    small = small + rng.normal(0.0, 0.05, s.size)
+    assert _osc_level(s, small, 0.3)[0] == 0  # an overshoot within the noise
