@@ -295,6 +295,7 @@ def fit_series(
         autocorrelation=lag1_autocorrelation(sol.residuals),
         recent_level=float(np.mean(series.values[-k:])),
         n_recent=k,
+        recent_first_step=float(series.steps[-k]),
         step_spacing=float(np.median(np.diff(series.steps))),
         noise=noise,
     )

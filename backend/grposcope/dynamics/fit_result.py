@@ -120,6 +120,7 @@ class FitResult:
     autocorrelation: float = 0.0  # lag-1, of the oscillator's residuals
     recent_level: float = float("nan")
     n_recent: int = 0
+    recent_first_step: float = float("nan")  # first step of the recent-level window
     step_spacing: float = 1.0
     noise: NoiseSplit | None = None  # sampling vs dynamical split (fit_series(sampling=...))
 

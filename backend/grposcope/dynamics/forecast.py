@@ -1,14 +1,20 @@
 """Forecasts from a fit: the mean metric over a future window, the plateau's arrival, compute.
 
-A forecast mixes the fitted curve with the recent level (mean of the last 10 % of points):
-weight MODEL_WEIGHT on the curve, reduced linearly when the fit's smoothed R² is below WEAK_R2.
-A weak fit says little about the future, and on real runs the recent level is a forecast that
-is hard to beat; the equal mix beat both of its parts on the development runs (DESIGN 2.4,
-numbers in docs/dynamics-fit.md). Its variance adds
-(a) the parameter uncertainty (Laplace covariance, delta method), (b) the noise of the mean of
-the window's observations, widened for autocorrelation, (c) a model-error term growing linearly
-with the distance past the last step, KAPPA · series sd · distance / steps seen, calibrated on
-real runs (fit_priors.py), and (d) the spread between the two forecasts being mixed.
+A forecast is anchored on the recent level (mean of the last 10 % of points) and adds the
+change the fitted curve predicts from that recent window to the target window, with weight
+MODEL_WEIGHT, reduced linearly when the fit's smoothed R² is below WEAK_R2:
+
+    mean = recent level + w · (curve over the target − curve over the recent window)
+
+The curve is fitted to the whole prefix, so its level at the end can sit off the recent data
+(priors, a wandering run); its predicted *change* is what it knows that the recent level does
+not. On the development runs this beat the earlier mix w·curve + (1 − w)·recent and both of
+its parts (DESIGN 2.4, numbers in docs/dynamics-fit.md). Its variance adds (a) the noise of
+the recent level and of the target window's mean, widened for autocorrelation, (b) the
+parameter uncertainty of the predicted change (Laplace covariance, delta method), (c) a
+model-error term growing linearly with the distance past the last step, KAPPA · series sd ·
+distance / steps seen, calibrated on real runs (fit_priors.py), and (d) the part of the
+predicted change that was shrunk away, ((1 − w)·change)².
 """
 
 from __future__ import annotations
@@ -37,9 +43,9 @@ class Prediction:
     mean: float
     lo: float
     hi: float
-    model_mean: float
+    model_mean: float  # the fitted curve's mean over the window
     recent_level: float
-    weight: float  # weight of the fitted curve in `mean`
+    weight: float  # weight of the curve's predicted change in `mean`
 
     def to_json(self) -> dict[str, Any]:
         return finite(
@@ -98,6 +104,18 @@ def _level_and_variance(result: FitResult, steps: np.ndarray) -> tuple[float, fl
     return float(np.mean(curve)), max(float(np.mean(cov)), 0.0)
 
 
+def _change_and_variance(
+    result: FitResult, recent: np.ndarray, target: np.ndarray
+) -> tuple[float, float, float]:
+    """(curve mean over target, curve change recent → target, parameter variance of it)."""
+    curve, cov = _curve_and_variance(result, np.concatenate([recent, target]))
+    contrast = np.concatenate([np.full(recent.size, -1.0 / recent.size),
+                               np.full(target.size, 1.0 / target.size)])
+    change = float(contrast @ curve)
+    var = float(contrast @ cov @ contrast) if np.all(np.isfinite(cov)) else float("inf")
+    return float(np.mean(curve[recent.size:])), change, max(var, 0.0)
+
+
 def _weight(result: FitResult) -> float:
     osc = result.oscillator
     if osc is None or not result.success or not math.isfinite(osc.r2_smoothed):
@@ -111,6 +129,14 @@ def _drift_sd(result: FitResult, step: float) -> float:
     return KAPPA * sc.scale * max(0.0, step - result.last_step) / sc.span
 
 
+def _recent_steps(result: FitResult) -> np.ndarray:
+    assert result.last_step is not None
+    first = result.recent_first_step
+    if not math.isfinite(first):
+        first = result.last_step - (result.n_recent - 1) * result.step_spacing
+    return np.linspace(first, result.last_step, int(min(max(result.n_recent, 1), 200)))
+
+
 def predict_window(result: FitResult, start: float, end: float) -> Prediction:
     """Mean of the metric over logged steps in [start, end], with an 80 % interval."""
     _require(result)
@@ -118,17 +144,15 @@ def predict_window(result: FitResult, start: float, end: float) -> Prediction:
         raise ValueError(f"window must be finite with from <= to, got {start!r}:{end!r}")
     n_window = max(1.0, (end - start) / max(result.step_spacing, 1e-12) + 1.0)
     steps = np.linspace(start, end, int(min(n_window, _MAX_WINDOW_POINTS)))
-    model_mean, var_param = _level_and_variance(result, steps)
+    model_mean, change, var_change = _change_and_variance(result, _recent_steps(result), steps)
     inflation = variance_inflation(result.autocorrelation)
     var_obs = result.noise_sd**2 * inflation / n_window
-    var_drift = _drift_sd(result, 0.5 * (start + end)) ** 2
     var_recent = result.noise_sd**2 * inflation / max(result.n_recent, 1)
+    var_drift = _drift_sd(result, 0.5 * (start + end)) ** 2
     w = _weight(result)
     recent = result.recent_level
-    var_m = var_param + var_obs + var_drift
-    var_r = var_recent + var_obs + var_drift
-    mean = w * model_mean + (1.0 - w) * recent
-    var = w * var_m + (1.0 - w) * var_r + w * (1.0 - w) * (model_mean - recent) ** 2
+    mean = recent + w * change
+    var = var_recent + var_obs + var_drift + w * w * var_change + ((1.0 - w) * change) ** 2
     half = Z80 * math.sqrt(var) if math.isfinite(var) else float("inf")
     return Prediction(start, end, mean, mean - half, mean + half, model_mean, recent, w)
 
