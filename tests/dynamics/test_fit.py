@@ -147,6 +147,30 @@ def test_optional_start_offset() -> None:
     assert fit.oscillator.zeta == pytest.approx(0.8, rel=0.15)
 
 
+def test_start_offset_chosen_by_aic() -> None:
+    rng = np.random.default_rng(7)
+    t = np.arange(1, 301, dtype=float)
+    delayed = trajectory(t, 1.0, 0.2, 0.05, 0.8, t0=60.0) + rng.normal(0, 0.03, t.size)
+    fit = fit_series(t, delayed)  # default: t0 only when it lowers the AIC
+    assert len(fit.theta) == 5 and fit.oscillator.t0 == pytest.approx(60.0, abs=6.0)
+    assert fit.oscillator.aic < fit_series(t, delayed, fit_t0=False).oscillator.aic - 10
+    chosen = 0
+    for seed in range(6):  # no delay in the data: the extra parameter rarely pays (~16 %)
+        t, y, _ = _curve(0.6, seed + 20)
+        chosen += len(fit_series(t, y).theta) == 5
+    assert chosen <= 2
+
+
+def test_warm_refit_goes_cold_once_the_series_has_grown() -> None:
+    t, y, _ = _curve(0.6, seed=5)
+    early = fit_series(t[:200], y[:200])
+    cold = fit_series(t, y)
+    refreshed = fit_series(t, y, warm=early)  # 400 > 1.25 × 200 points: a fresh cold fit
+    assert refreshed.theta == cold.theta
+    near = fit_series(t[:390], y[:390])
+    assert fit_series(t, y, warm=near, fit_t0=True).theta[4:] != ()  # model asked for wins
+
+
 def test_constrained_fit_measures_k() -> None:
     hyper = Hyper(lr=5e-6, momentum=0.9, k_ref=2)
     k_true = 4000.0

@@ -55,6 +55,10 @@ __all__ = ["FitResult", "fit_series", "MIN_POINTS"]
 MIN_POINTS = 8  # four shape parameters need at least twice as many distinct steps
 MAX_POINTS = 400  # bins for the optimiser; quality statistics use every point
 RECENT_FRACTION = 0.1  # the "recent level": mean of the last 10 % of points (≥ 3)
+# A warm refit keeps the previous fit's basin and model (with or without t0); once the series
+# has grown by this factor since that fit, a cold fit looks at every basin and model again
+# (a delayed onset may only show later). Cold fits then happen O(log n) times per series.
+WARM_REFRESH_GROWTH = 1.25
 
 
 def _scaling(series: Series, smooth: np.ndarray) -> Scaling | str:
@@ -154,10 +158,19 @@ def _solve_oscillator(
     return _Candidate(OscillatorFit(p_star, p0, omega0, zeta, t0, r2, r2s, a), sol)
 
 
+def _warm_usable(warm: FitResult | None, data: _Data, fit_t0: bool | None) -> bool:
+    """Seed from `warm` unless the series outgrew it or it is the other model than asked."""
+    if warm is None:
+        return False
+    if fit_t0 is not None and (len(warm.theta) > 4) != fit_t0:
+        return False
+    return data.series.values.size <= WARM_REFRESH_GROWTH * max(warm.n_points, 1)
+
+
 def _oscillator(
     data: _Data, sc: Scaling, prob: core.Problem, warm: FitResult | None, fit_t0: bool | None
 ) -> tuple[OscillatorFit, core.Solution, np.ndarray | None]:
-    start = _warm_theta(warm, sc) if warm is not None else None
+    start = _warm_theta(warm, sc) if _warm_usable(warm, data, fit_t0) else None
     if start is not None:
         # From a previous fit the optimum is a few steps away: a short leash keeps refits
         # cheap, and the previous choice of model (with or without t0) is kept.
