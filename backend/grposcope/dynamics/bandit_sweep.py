@@ -13,7 +13,9 @@ Criteria (documented because the measured numbers depend on them):
   periods once transients have passed; T is several windows for every k.
 - **oscillatory**: p crosses to the other side of p* (by more than ``1e-7`` of the initial
   offset, far above rounding) at any time in the run. A response from rest of an overdamped
-  system never crosses the fixed point; an underdamped one always does.
+  system never crosses the fixed point; an underdamped one always does. It is compared with
+  where the exact map's damping ratio ``zeta_exact`` drops below 1 (computed from the linearised
+  map at the measured stiffness, not from the run) and with the continuum zeta.
 """
 
 from __future__ import annotations

@@ -11,6 +11,8 @@ The recurrence (DESIGN 2.1/2.3), with the stiffness split into a stale and a cur
   regeneration every K_ref steps (sawtooth lag d(t) = t mod K_ref) the product of the K_ref
   per-step matrices, the refresh copying e into the stale slot (a Floquet monodromy matrix); for
   a constant lag d = K_ref, the companion matrix of the delay recurrence. Stable iff rho < 1.
+  Its dominant eigenvalue also gives the exact damping ratio (``exact_damping_ratio``), the
+  counterpart of the continuum zeta: 1 while the response is monotone, below 1 once it oscillates.
 
 Which share of K is stale depends on the correction mode (DESIGN 2.1): without importance
 correction the reward force is evaluated at the behaviour policy (all stale); an exact ratio
@@ -193,7 +195,7 @@ class ExactStability:
     lag_applies: bool
     k_critical: float | None
     note: str
-    zeta_exact: float = 1.0
+    zeta_exact: float
 
 
 def _step_matrices(a_s: float, a_c: float, mu: float) -> tuple[np.ndarray, np.ndarray]:
