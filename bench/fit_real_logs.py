@@ -87,6 +87,7 @@ class RunScore:
     d_aic: float  # AIC(oscillator) − AIC(single exponential): negative favours the oscillator
     err_osc: float
     err_exp: float
+    err_exp_anchored: float  # the exponential with the oscillator forecast's anchoring
     err_naive: float  # naive = mean of the last 10 % of the points seen
     err_naive25: float  # ... of the last 25 %
     covered: bool
@@ -155,11 +156,16 @@ def forecast_test(steps: np.ndarray, values: np.ndarray, **kw: object) -> tuple:
     pred = predict_window(res, float(lo_target), float(last))
     e = res.single_exponential
     exp_mean = float(np.mean(single_exponential(steps[target], e.p_star, e.p0, e.rate, e.t0)))
+    # The single exponential given the oscillator forecast's anchoring: recent level plus the
+    # same weight times the exponential's change from the recent window to the target.
+    recent = steps[seen][-res.n_recent:]
+    exp_recent = float(np.mean(single_exponential(recent, e.p_star, e.p0, e.rate, e.t0)))
+    exp_anchored = res.recent_level + pred.weight * (exp_mean - exp_recent)
     v_seen = values[seen]
     naive = [v_seen[-max(3, int(f * v_seen.size)):].mean() for f in (0.1, 0.25)]
     return (abs(pred.mean - truth) / sd, abs(exp_mean - truth) / sd,
             [abs(n - truth) / sd for n in naive],
-            pred.lo <= truth <= pred.hi, pred, truth, sd)
+            pred.lo <= truth <= pred.hi, pred, truth, sd, abs(exp_anchored - truth) / sd)
 
 
 def score_run(path: Path, **kw: object) -> RunScore:
@@ -174,7 +180,7 @@ def score_run(path: Path, **kw: object) -> RunScore:
     ceilings = noise_ceilings(steps, values)
     return RunScore(
         name=path.stem, n=steps.size, learns=learns(values), r2s=osc.r2_smoothed,
-        d_aic=osc.aic - exp.aic, err_osc=ft[0], err_exp=ft[1],
+        d_aic=osc.aic - exp.aic, err_osc=ft[0], err_exp=ft[1], err_exp_anchored=ft[7],
         err_naive=ft[2][0], err_naive25=ft[2][1],
         covered=ft[3], zeta=osc.zeta, t0_used=len(full.theta) > 4,
         ceil_white=ceilings[0], ceil_window=ceilings[1], noise=full.noise,
@@ -197,7 +203,8 @@ def summarise(scores: list[RunScore], label: str) -> None:
             continue
         print(f"forecast 40% -> last 20% ({group}): median |err|/std oscillator "
               f"{np.median([s.err_osc for s in runs]):.3f}, single exp "
-              f"{np.median([s.err_exp for s in runs]):.3f}, naive "
+              f"{np.median([s.err_exp for s in runs]):.3f} (anchored like the oscillator: "
+              f"{np.median([s.err_exp_anchored for s in runs]):.3f}), naive "
               f"{np.median([s.err_naive for s in runs]):.3f} (last 10 %) / "
               f"{np.median([s.err_naive25 for s in runs]):.3f} (last 25 %); 80% interval coverage "
               f"{np.mean([s.covered for s in runs]):.0%}")
