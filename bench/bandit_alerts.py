@@ -1,19 +1,31 @@
 """Bandit runs through the worker: does dynamical_instability fire before a run past the
 exact K_ref threshold leaves its fixed point, and stay silent well inside it?
 
-Softmax-bandit runs (`grposcope.dynamics.bandit`, finite G, seeded) at K_ref well inside and
-past the exact threshold (`stability.critical_k_ref` at the measured stiffness) are sent to
-the ingest API as live runs (5 steps per batch, the worker refits after each), with their
-hyperparameters on the run (lr, sgd, momentum, k_ref, correction none) so the constrained fit
-and the predicted margin apply. Divergence step: the first step at which the noise-free
-(infinite-G) run with the same settings is 0.99 of the way from p* to its saturation value
-(for a stable run: never).
+Softmax-bandit runs (`grposcope.dynamics.bandit`, finite G, seeded) are sent to the ingest API
+as live runs (5 steps per batch, the worker refits after each), with their hyperparameters on
+the run (lr, sgd, momentum, k_ref, correction none) so the constrained fit and the predicted
+margin apply. Three tables:
 
-    python bench/bandit_alerts.py
+1. constant lr, K_ref well inside and past the exact threshold (`stability.critical_k_ref` at
+   the bandit's Hessian stiffness), 200 steps;
+2. slower learners (a small lr, or a high momentum whose rise spans several regeneration
+   periods) past the threshold by a modest margin
+   (1.25× and 1.5× the threshold K_ref) and one well inside it, 300 steps: can the predicted
+   form see the instability coming from the healthy rise?
+3. a linear lr warmup (10 % → 100 % over 250 steps) that crosses the threshold part-way.
+
+Divergence step: the first step at which the noise-free (infinite-G) run with the same
+settings is 0.99 of the way from p* to its saturation value and stays there (for a stable
+run: never). "True fall": the largest share of its gain the run's own expected reward p_t
+(noise-free, from the simulator) ever gave back from its running peak — what a perfect
+reward-fall rule would see.
+
+    python bench/bandit_alerts.py [--tables 1,2,3]
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 import tempfile
 from pathlib import Path
@@ -21,50 +33,112 @@ from pathlib import Path
 import numpy as np
 
 CONFIGS = [dict(lr=0.2, momentum=0.9, beta=0.5), dict(lr=0.5, momentum=0.5, beta=1.0)]
-STEPS, CHUNK, SEEDS = 200, 5, (1, 2)
+SLOW = [dict(lr=0.05, momentum=0.5, beta=0.5), dict(lr=0.1, momentum=0.95, beta=0.5)]
+STEPS, SLOW_STEPS, CHUNK, SEEDS = 200, 300, 5, (1, 2)
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tables", default="1,2,3", help="which tables to run (1,2,3)")
+    tables = {int(t) for t in parser.parse_args().tables.split(",") if t}
+    with tempfile.TemporaryDirectory() as tmp:
+        if 1 in tables:
+            constant_table(Path(tmp))
+        if 2 in tables:
+            slow_table(Path(tmp))
+        if 3 in tables:
+            warmup_table(Path(tmp))
+    return 0
+
+
+def _setup(kw: dict):  # type: ignore[no-untyped-def]
+    """The stiffness, exact threshold and p* of one bandit configuration."""
     from grposcope.dynamics.bandit import BanditConfig, fixed_point, measure_stiffness
     from grposcope.dynamics.stability import critical_k_ref
 
-    print("| config | K_ref | exact threshold | seed | divergence step | instability alerts |")
-    print("|---|---|---|---|---|---|")
-    with tempfile.TemporaryDirectory() as tmp:
-        for kw in CONFIGS:
-            base = BanditConfig(G=8, **kw)
-            st = measure_stiffness(base)
-            thr = critical_k_ref(base.hyper(stale_fraction=st.stale_share("none")), st.K)
-            p_star = fixed_point(base).p_star
-            for k in sorted({1, max(1, (thr or 8) // 3), (thr or 8) + 1, 2 * (thr or 8)}):
-                cfg = BanditConfig(G=8, k_ref=k, **kw)
-                div = divergence_step(cfg, p_star)
-                for seed in SEEDS:
-                    alerts = replay(cfg, seed, Path(tmp))
-                    text = "; ".join(f"{a['severity']} @{a['opened_step']}→{a['resolved_step']}"
-                                     f" ({_why(a)})" for a in alerts) or "—"  # fmt: skip
-                    print(f"| lr={kw['lr']} μ={kw['momentum']} β={kw['beta']} | {k} | {thr} | "
-                          f"{seed} | {div} | {text} |", flush=True)  # fmt: skip
-        warmup_table(Path(tmp))
-    return 0
+    base = BanditConfig(G=8, **kw)
+    st = measure_stiffness(base)
+    thr = critical_k_ref(base.hyper(stale_fraction=st.stale_share("none")), st.K)
+    return st, thr, fixed_point(base).p_star
+
+
+def _margin(cfg, st) -> float:  # type: ignore[no-untyped-def]
+    from grposcope.dynamics.stability import exact_stability
+
+    return exact_stability(cfg.hyper(st.stale_share("none")), st.K).margin
+
+
+def constant_table(tmp: Path) -> None:
+    from grposcope.dynamics.bandit import BanditConfig
+
+    print("| config | K_ref | exact threshold | margin | seed | divergence step | true fall |"
+          " instability alerts |\n|---|---|---|---|---|---|---|---|")  # fmt: skip
+    for kw in CONFIGS:
+        st, thr, p_star = _setup(kw)
+        for k in sorted({1, max(1, (thr or 8) // 3), (thr or 8) + 1, 2 * (thr or 8)}):
+            cfg = BanditConfig(G=8, k_ref=k, **kw)
+            div = divergence_step(cfg, p_star, STEPS)
+            for seed in SEEDS:
+                alerts, fall = replay(cfg, seed, tmp, STEPS)
+                print(f"| lr={kw['lr']} μ={kw['momentum']} β={kw['beta']} | {k} | {thr} | "
+                      f"{_margin(cfg, st):+.2f} | {seed} | {div} | {fall:.0%} | "
+                      f"{_alerts_text(alerts)} |", flush=True)  # fmt: skip
+
+
+def slow_table(tmp: Path) -> None:
+    from grposcope.dynamics.bandit import BanditConfig, run
+
+    print("\n| config | K_ref | exact threshold | margin | seed | rise to 90 % | divergence step |"
+          " first instability alert | lead (steps) |\n|---|---|---|---|---|---|---|---|---|")
+    for kw in SLOW:
+        st, thr, p_star = _setup(kw)
+        t = thr or 8
+        for k in (max(1, t // 3), int(round(1.25 * t)), int(round(1.5 * t))):
+            cfg = BanditConfig(G=8, k_ref=k, **kw)
+            div = divergence_step(cfg, p_star, SLOW_STEPS)
+            p = run(cfg, SLOW_STEPS, deterministic=True).expected_reward
+            rise = int(np.argmax(p >= p[0] + 0.9 * (p_star - p[0]))) + 1
+            for seed in SEEDS:
+                alerts, _ = replay(cfg, seed, tmp, SLOW_STEPS)
+                first = next((a for a in alerts if a["severity"] != "info"), None)
+                text = "—" if first is None else (
+                    f"{first['severity']} @{first['opened_step']} ({_why(first)})")  # fmt: skip
+                lead = "—" if first is None or div is None else div - first["opened_step"]
+                print(f"| lr={kw['lr']} μ={kw['momentum']} β={kw['beta']} | {k} | {thr} | "
+                      f"{_margin(cfg, st):+.2f} | {seed} | {rise} | {div} | {text} | {lead} |",
+                      flush=True)  # fmt: skip
+
+
+def _alerts_text(alerts: list[dict]) -> str:
+    return "; ".join(f"{a['severity']} @{a['opened_step']}→{a['resolved_step']} ({_why(a)})"
+                     for a in alerts) or "—"  # fmt: skip
 
 
 def _why(alert: dict) -> str:
     ev = alert["evidence"]
-    for key in ("margin_exact", "non_finite", "fall_share_of_gain", "zeta", "grad_norm_growth"):
+    for key in ("margin_exact", "non_finite", "fall_share_of_gain", "overshoot", "zeta",
+                "grad_norm_growth"):  # fmt: skip
         if key in ev:
             return f"{key}={ev[key]}"
     return alert["message"][:40]
 
 
-def divergence_step(cfg, p_star: float) -> int | None:  # type: ignore[no-untyped-def]
+def divergence_step(cfg, p_star: float, steps: int) -> int | None:  # type: ignore[no-untyped-def]
     from grposcope.dynamics.bandit import run
 
-    p = run(cfg, STEPS, deterministic=True).expected_reward
+    p = run(cfg, steps, deterministic=True).expected_reward
     sat = 1.0 if p[-1] > p_star else 0.0
     far = (p - p_star) * np.sign(sat - p_star) >= 0.99 * abs(sat - p_star)
     tail_far = far[-20:].all()
     return int(np.argmax(far)) + 1 if tail_far else None
+
+
+def true_fall(p: np.ndarray) -> float:
+    """The largest share of its gain the expected reward gave back from its running peak."""
+    peak = np.maximum.accumulate(p)
+    gain = peak - p[0]
+    share = np.where(gain > 1e-9, (peak - p) / np.where(gain > 1e-9, gain, 1.0), 0.0)
+    return float(share.max())
 
 
 def warmup_table(tmp: Path) -> None:
@@ -87,14 +161,15 @@ def warmup_table(tmp: Path) -> None:
         cross = next((i + 1 for i, f in enumerate(scale) if exact_stability(
             dataclasses.replace(hyper, lr=cfg.lr * f), st.K).margin < 0), None)  # fmt: skip
         for seed in SEEDS:
-            alerts = replay(cfg, seed, tmp, scale)
+            alerts, _ = replay(cfg, seed, tmp, STEPS, scale)
             first = next((a for a in alerts if a["severity"] != "info"), None)
             text = "—" if first is None else (
                 f"{first['severity']} @{first['opened_step']} ({_why(first)})")  # fmt: skip
             print(f"| {k} | {seed} | {cross} | {text} |", flush=True)
 
 
-def replay(cfg, seed: int, tmp: Path, scale=None) -> list[dict]:  # type: ignore[no-untyped-def]
+def replay(cfg, seed: int, tmp: Path, steps: int, scale=None):  # type: ignore[no-untyped-def]
+    """Send one run live; its dynamical_instability alerts and its true fall."""
     from fastapi.testclient import TestClient
 
     from grposcope.accounts.service import create_token
@@ -104,12 +179,12 @@ def replay(cfg, seed: int, tmp: Path, scale=None) -> list[dict]:  # type: ignore
     from grposcope.dynamics.bandit import run
     from grposcope.worker.loop import FitWorker
 
-    db = tmp / f"b{cfg.k_ref}_{cfg.lr}_{seed}_{scale is not None}.db"
+    db = tmp / f"b{cfg.k_ref}_{cfg.lr}_{cfg.momentum}_{seed}_{scale is not None}.db"
     settings = Settings(database_url=f"sqlite:///{db}", embedded_worker=False, dashboard=False,
                         fit_interval_s=0.0)  # fmt: skip
     app = create_app(settings)
-    tr = run(cfg, STEPS, seed=seed, lr_scale=scale)
-    lrs = cfg.lr * (np.ones(STEPS) if scale is None else scale)
+    tr = run(cfg, steps, seed=seed, lr_scale=scale)
+    lrs = cfg.lr * (np.ones(steps) if scale is None else scale)
     with TestClient(app) as client:
         with session_scope(app.state.session_factory) as session:
             headers = {"Authorization": f"Bearer {create_token(session, 'b', 'writer')[1]}"}
@@ -127,7 +202,7 @@ def replay(cfg, seed: int, tmp: Path, scale=None) -> list[dict]:  # type: ignore
         items = client.get("/api/v1/alerts", params={"run_id": run_id, "limit": 1000,
                                                       "kind": "dynamical_instability"},
                            headers=headers).json()["items"]  # fmt: skip
-    return sorted(items, key=lambda a: a["opened_step"] or 0)
+    return sorted(items, key=lambda a: a["opened_step"] or 0), true_fall(tr.expected_reward)
 
 
 if __name__ == "__main__":

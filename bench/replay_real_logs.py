@@ -4,9 +4,11 @@ alert the worker raises (docs/alerts.md has the table this prints).
 Each run is created (group size from the file name), its rows are sent in chunks of about 1 %
 of the run, the worker refits after each chunk, and the run is finished at the end. Runs the
 collection notes describe as degrading, collapsing or never learning are labelled failing; for
-them the lead time is the step the reward fell (the centred-smoothed reward first lost half of
-its gain after its peak) minus the step the first relevant alert opened (positive = warned
-before). Everything else is labelled as learning normally, where every alert counts against us.
+them the lead time is the step the reward fell (the centred-smoothed reward first lost a quarter
+of its gain after its peak — the reward-fall rule's default share — and, reported alongside,
+half of it) minus the step the first relevant warning or critical alert opened (positive =
+warned before). Everything else is labelled as learning normally, where every alert counts
+against us.
 
     python bench/replay_real_logs.py [--chunk-share 0.01] [--json out.json]
 """
@@ -94,7 +96,9 @@ def replay(path: Path, tmp: Path, share: float) -> dict:
         accuracy = client.get(f"/api/v1/runs/{run_id}/forecast-accuracy", headers=headers).json()
     steps, values = series[reward_key]
     return {"run": path.stem, "n_steps": int(len(steps)), "label": FAILING.get(path.stem, "normal"),
-            "fall_step": fall_step(steps, values), "seconds": time.perf_counter() - started,
+            "fall_step": fall_step(steps, values, 0.25),
+            "half_fall_step": fall_step(steps, values, 0.5),
+            "seconds": time.perf_counter() - started,
             "alerts": [{k: a[k] for k in ("kind", "severity", "opened_step", "resolved_step",
                                           "message", "evidence")} for a in alerts],
             "accuracy": accuracy.get("summary")}  # fmt: skip
@@ -110,8 +114,8 @@ def _rows(series: dict) -> list[dict]:
     return [{"step": s, "metrics": m} for s, m in sorted(by_step.items())]
 
 
-def fall_step(steps: np.ndarray, values: np.ndarray) -> int | None:
-    """First step after the peak where the centred-smoothed reward lost half of its gain."""
+def fall_step(steps: np.ndarray, values: np.ndarray, share: float) -> int | None:
+    """First step after the peak where the centred-smoothed reward lost `share` of its gain."""
     keep = np.isfinite(values)
     steps, values = steps[keep], values[keep]
     w = max(3, len(values) // 20)
@@ -122,7 +126,7 @@ def fall_step(steps: np.ndarray, values: np.ndarray) -> int | None:
     peak = int(np.nanargmax(smooth))
     start = float(np.nanmean(smooth[: max(w, 3)]))
     gain = smooth[peak] - start
-    after = np.flatnonzero(smooth[peak:] < smooth[peak] - 0.5 * gain)
+    after = np.flatnonzero(smooth[peak:] < smooth[peak] - share * gain)
     return int(steps[peak + after[0]]) if gain > 0 and after.size else None
 
 
@@ -136,20 +140,25 @@ def lead_time(r: dict) -> str:
         return "no fall in the log" + (f"; first alert @{first}" if first is not None else "")
     live = [a for a in relevant if a["resolved_step"] is None or a["resolved_step"] >= fall]
     if not live:
-        return f"missed (fall @{fall})"
+        return f"missed (fall of 25 % @{fall}, of 50 % @{r.get('half_fall_step')})"
     a = min(live, key=lambda a: a["opened_step"])
-    return f"{fall - a['opened_step']:+d} steps, {a['kind']} {a['severity']} (fall @{fall})"
+    half = r.get("half_fall_step")
+    return (f"{fall - a['opened_step']:+d} steps, {a['kind']} {a['severity']} "
+            f"(fall of 25 % @{fall}, of 50 % @{half})")  # fmt: skip
 
 
 def report(results: list[dict]) -> None:
     print("| run | steps | label | alerts (kind severity @opened→resolved) | critical | lead |")
     print("|---|---|---|---|---|---|")
-    normal_crit, n_normal = 0, 0
+    normal_crit, n_normal, normal_warn = 0, 0, {}
     for r in results:
         crit = sum(a["severity"] == "critical" for a in r["alerts"])
         if r["label"] == "normal":
             n_normal += 1
             normal_crit += crit
+            for a in r["alerts"]:
+                key = f"{a['kind']} {a['severity']}"
+                normal_warn[key] = normal_warn.get(key, 0) + 1
         text = "; ".join(f"{a['kind']} {a['severity']} @{a['opened_step']}→{a['resolved_step']}"
                          for a in r["alerts"]) or "—"  # fmt: skip
         lead = "n/a" if r["label"] == "normal" else lead_time(r)
@@ -157,6 +166,8 @@ def report(results: list[dict]) -> None:
     if n_normal:
         print(f"\nnormal runs: {n_normal}, critical alerts {normal_crit} "
               f"({normal_crit / n_normal:.2f} per run)")  # fmt: skip
+        print("alerts on normal runs by kind and severity: "
+              + (", ".join(f"{k} {n}" for k, n in sorted(normal_warn.items())) or "none"))
 
 
 if __name__ == "__main__":
