@@ -232,6 +232,12 @@ def test_reward_fall_catches_a_late_degradation_of_a_third_of_the_gain():
     assert out.status == "firing" and out.severity == "warning"
     assert 80 < out.current.opened_step <= 100
     assert 0.25 <= out.evidence["fall_share_of_gain"] < 0.9
+    es = s[::5]
+    data = RunData({"reward": (s, v), "eval_reward": (es, 0.3 + es / 400)}, "reward",
+                   "eval_reward")  # fmt: skip
+    out = evaluate("dynamical_instability", data, defaults("dynamical_instability"))
+    assert out.severity == "warning"  # train-side only: eval still rising, shown in evidence
+    assert out.evidence["eval_now"] > out.evidence["eval_at_peak"]
 
 
 def test_reward_fall_stays_quiet_on_correlated_noise_of_the_same_amplitude():

@@ -43,12 +43,29 @@ def reward_fall(data: RunData, p: Params) -> Sub | None:
 
     def evidence(i: int) -> dict:
         at = int(f["peak_at"][i])
-        return {"reward_start": r(f["start"]), "reward_peak": r(f["peak"][i]),
-                "peak_step": int(s[at]), "reward_now": r(f["level"][i]),
-                "fall_share_of_gain": r(share[i]), "reward_se": r(f["se"][i]),
-                "fall_bar": r(f["bar"][i]), "window_points": w}  # fmt: skip
+        out = {"reward_start": r(f["start"]), "reward_peak": r(f["peak"][i]),
+               "peak_step": int(s[at]), "reward_now": r(f["level"][i]),
+               "fall_share_of_gain": r(share[i]), "reward_se": r(f["se"][i]),
+               "fall_bar": r(f["bar"][i]), "window_points": w}  # fmt: skip
+        out.update(_eval_since(data, int(s[at]), int(s[i])))
+        return out
 
     return s, level, evidence, False
+
+
+def _eval_since(data: RunData, peak_step: int, now_step: int) -> dict:
+    """How the eval series moved between the train peak and now: a train-side fall with eval
+    still rising is a different story (the reader should see it) from both falling."""
+    ev = data.get(data.eval_key)
+    if ev is None:
+        return {}
+    es, evals = finite(*ev)
+    at_peak = np.flatnonzero(es <= peak_step)
+    now = np.flatnonzero(es <= now_step)
+    if at_peak.size == 0 or now.size == 0 or now[-1] == at_peak[-1]:
+        return {}
+    return {"eval_key": data.eval_key, "eval_at_peak": r(evals[at_peak[-1]]),
+            "eval_now": r(evals[now[-1]])}  # fmt: skip
 
 
 def _fall_arrays(v: np.ndarray, w: int, sigmas: float) -> dict:
