@@ -153,15 +153,18 @@ def oscillator_starts(prob: Problem, fit_t0: bool) -> list[Array]:
     """
     (mz, sz), (mt, st) = prob.priors.log_zeta, prob.priors.log_timescale
     prob = coarse(prob)
+    offsets = _T0_GRID if fit_t0 else np.zeros(1)
+    # One row per (t0, T) pair, so each ζ costs a single vectorised evaluation.
+    t0s = np.repeat(offsets, _T_GRID.size)
+    taus = np.tile(_T_GRID, offsets.size)
+    s_rows = np.maximum(prob.x[None, :] - t0s[:, None], 0.0) / taus[:, None]
+    t_penalty = ((np.log(taus) - mt) / st) ** 2
     rows = []
-    for t0 in _T0_GRID if fit_t0 else (0.0,):
-        shifted = np.maximum(prob.x - t0, 0.0)
-        for zeta in _Z_GRID:
-            g, _ = unit_response(shifted[None, :] / _T_GRID[:, None], zeta)
-            p_star, p0, ssr = _project(g, prob)
-            penalty = ((np.log(_T_GRID) - mt) / st) ** 2 + ((math.log(zeta) - mz) / sz) ** 2
-            for i, t in enumerate(_T_GRID):
-                rows.append((ssr[i] + penalty[i], zeta, t, p_star[i], p0[i], t0))
+    for zeta in _Z_GRID:
+        g, _ = unit_response(s_rows, zeta)
+        p_star, p0, ssr = _project(g, prob)
+        score = ssr + t_penalty + ((math.log(zeta) - mz) / sz) ** 2
+        rows += [(score[i], zeta, taus[i], p_star[i], p0[i], t0s[i]) for i in range(taus.size)]
     rows.sort(key=lambda r: r[0])
     best = rows[0]
     other = next(r for r in rows if (r[1] < 1.0) != (best[1] < 1.0))
