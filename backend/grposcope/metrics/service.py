@@ -3,11 +3,14 @@
 Downsampling uses MinMaxLTTB from tsdownsample, which keeps each bucket's extremes, so a
 single-step spike or dip stays visible. Non-finite points are always kept: they are the
 evidence of a blow-up and there are few of them.
+
+Whole-series reads (the dashboard opening a run, the worker refitting one) go through
+:mod:`grposcope.metrics.cache`; ``since_step`` reads are small range scans and go straight
+to the database.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -15,6 +18,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from grposcope.errors import InvalidInput
+from grposcope.metrics import repository as repo
+from grposcope.metrics.cache import CACHE, Entry
+from grposcope.metrics.repository import EMPTY, Columns
 from grposcope.metrics.values import as_float, decode
 from grposcope.models import (
     FLAG_FINITE,
@@ -28,6 +34,7 @@ from grposcope.models import (
 from grposcope.runs import service as runs
 
 MIN_POINTS, MAX_POINTS = 10, 200_000
+ANSWERS_PER_ENTRY = 4  # downsampled answers kept per series (one per max_points asked)
 
 
 def series(
@@ -37,60 +44,62 @@ def series(
     since_step: int | None = None,
     max_points: int | None = 2000,
 ) -> dict[str, Any]:
-    runs.get_run(session, run_id)
     if not keys:
         raise InvalidInput("give at least one key=… query parameter")
     if max_points is not None and not MIN_POINTS <= max_points <= MAX_POINTS:
         raise InvalidInput(f"max_points must be between {MIN_POINTS} and {MAX_POINTS}")
-    ids = dict(
-        session.execute(select(MetricKey.name, MetricKey.id).where(MetricKey.name.in_(keys)))
-        .tuples()
-        .all()
-    )
+    version = repo.run_version(session, run_id)  # read before any point: see cache.py
+    ids = repo.key_ids(session, keys)
     out = {}
     for key in keys:
-        cols = _fetch(session, run_id, ids.get(key, -1), since_step)
-        out[key] = _encode_series(cols, max_points)
+        if key not in ids:
+            out[key] = _encode_series(EMPTY, max_points)
+        elif since_step is not None:
+            out[key] = _encode_series(repo.fetch(session, run_id, ids[key], since_step), max_points)
+        else:
+            out[key] = _answer(cached(session, run_id, ids[key], version), max_points)
     return {"run_id": run_id, "series": out}
 
 
-def _fetch(session: Session, run_id: int, key_id: int, since: int | None) -> Columns:
-    """One series as numpy columns, read through the raw DB-API cursor.
-
-    A 100,000-step series is the dashboard's worst case; building ORM rows for it cost more
-    than the query, so the rows go straight from the driver into arrays.
-    """
-    mark = "?" if session.get_bind().dialect.paramstyle == "qmark" else "%s"
-    sql = f"SELECT step, value, flag FROM points WHERE run_id = {mark} AND key_id = {mark}"
-    params: tuple[int, ...] = (run_id, key_id)
-    if since is not None:
-        sql += f" AND step > {mark}"
-        params += (since,)
-    cursor = session.connection().connection.cursor()
-    try:
-        cursor.execute(sql + " ORDER BY step", params)
-        rows = cursor.fetchall()
-    finally:
-        cursor.close()
-    if not rows:
-        return Columns(np.empty(0, np.int64), np.empty(0), np.empty(0, np.int8))
-    steps, values, flags = zip(*rows, strict=True)
-    return Columns(
-        np.array(steps, dtype=np.int64),
-        np.array(values, dtype=np.float64),  # None (non-finite or null) becomes nan
-        np.array(flags, dtype=np.int8),
-    )
+def cached(session: Session, run_id: int, key_id: int, version: tuple[Any, Any]) -> Entry:
+    """The whole series through the cache: as held if the run's version is unchanged, else
+    extended by its new tail if only the tail grew, else read again."""
+    cache_key = (str(session.get_bind().url), run_id, key_id)
+    entry = CACHE.get(cache_key)
+    if entry is not None and entry.version == version:
+        CACHE.stats.hits += 1
+        return entry
+    if entry is not None and entry.version[0] == version[0] and len(entry.cols):
+        total, tail = repo.fetch_tail(session, run_id, key_id, int(entry.cols.steps[-1]))
+        if len(entry.cols) + len(tail) == total:
+            CACHE.stats.tails += 1
+            if len(tail):
+                entry = Entry(entry.cols.extended(tail), version)
+            else:  # another key of the run moved; this one's answers still hold
+                entry = Entry(entry.cols, version, entry.answers)
+            CACHE.put(cache_key, entry)
+            return entry
+    CACHE.stats.full_reads += 1
+    entry = Entry(repo.fetch(session, run_id, key_id), version)
+    CACHE.put(cache_key, entry)
+    return entry
 
 
-@dataclass(frozen=True)
-class Columns:
-    steps: np.ndarray
-    values: np.ndarray
-    flags: np.ndarray
+def _answer(entry: Entry, max_points: int | None) -> dict[str, Any]:
+    """The encoded series, downsampled answers memoised on the entry (callers get copies)."""
+    found = entry.answers.get(max_points)
+    if found is None:
+        found = _encode_series(entry.cols, max_points)
+        if not found["downsampled"]:
+            return found  # short series: cheap to encode again, not worth holding twice
+        while len(entry.answers) >= ANSWERS_PER_ENTRY:
+            entry.answers.pop(next(iter(entry.answers)))
+        entry.answers[max_points] = found
+    return {**found, "steps": list(found["steps"]), "values": list(found["values"])}
 
 
 def _encode_series(cols: Columns, max_points: int | None) -> dict[str, Any]:
-    n_total = cols.steps.size
+    n_total = len(cols)
     downsampled = max_points is not None and n_total > max_points
     keep = downsample_indices(cols, max_points) if downsampled else np.arange(n_total)
     values = cols.values[keep].tolist()
@@ -137,10 +146,15 @@ def metric_keys(session: Session, run_id: int) -> dict[str, Any]:
 
 
 def load_arrays(session: Session, run_id: int, key: str) -> tuple[np.ndarray, np.ndarray]:
-    """A whole series as float arrays (non-finite kept as nan/±inf) for the fit worker."""
-    key_id = session.scalar(select(MetricKey.id).where(MetricKey.name == key))
-    cols = _fetch(session, run_id, -1 if key_id is None else key_id, None)
+    """A whole series as float arrays (non-finite kept as nan/±inf) for the fit worker.
+
+    Through the cache too: the worker refits a live run every few seconds, and reading only
+    the new tail keeps that cheap on long runs. The arrays are copies (the cache's are shared).
+    """
+    version = repo.run_version(session, run_id)
+    key_id = repo.key_ids(session, [key]).get(key)
+    cols = EMPTY if key_id is None else cached(session, run_id, key_id, version).cols
     values = cols.values.copy()
     for flag in (FLAG_NAN, FLAG_POS_INF, FLAG_NEG_INF, FLAG_NULL):
         values[cols.flags == flag] = as_float(None, flag)
-    return cols.steps, values
+    return cols.steps.copy(), values

@@ -1,0 +1,91 @@
+"""An in-process LRU cache of whole series, so opening a long run does not re-read it.
+
+Why raw columns and not only the downsampled answer: a live run changes every second, so a
+cache of finished answers would always be stale for the runs people watch. Holding the
+points lets a read fetch just the tail that arrived since (plus one count that proves nothing
+arrived earlier) and downsample in memory, which costs milliseconds; the downsampled answers
+are kept beside the columns, per ``max_points``, until the columns change.
+
+Correct with several API processes and separate workers, because nothing is invalidated by a
+message: each read compares the run's (created_at, updated_at), which ingest sets in the same
+transaction as the points, with the version the entry was last checked at. The ingest path
+does not know this cache exists.
+
+Bounded by the number of points held (about 17 bytes each), least recently used first out.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from grposcope.metrics.repository import Columns
+
+DEFAULT_MAX_POINTS = 2_000_000  # ~35 MB: twenty 100,000-step series
+
+
+@dataclass
+class Entry:
+    """One (database, run, key) series as last read, and the run version it was checked at."""
+
+    cols: Columns
+    version: tuple[Any, Any]
+    answers: dict[int | None, dict[str, Any]] = field(default_factory=dict)
+
+
+@dataclass
+class Stats:
+    hits: int = 0
+    tails: int = 0
+    full_reads: int = 0
+    evictions: int = 0
+
+
+class SeriesCache:
+    """Thread-safe LRU of :class:`Entry` bounded by the total points held."""
+
+    def __init__(self, max_points: int = DEFAULT_MAX_POINTS) -> None:
+        self.max_points = max_points
+        self.stats = Stats()
+        self._entries: OrderedDict[tuple, Entry] = OrderedDict()
+        self._points = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple) -> Entry | None:
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None:
+                self._entries.move_to_end(key)
+            return entry
+
+    def put(self, key: tuple, entry: Entry) -> None:
+        """Store (or replace) an entry; one larger than the whole bound is not kept."""
+        with self._lock:
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self._points -= len(old.cols)
+            if len(entry.cols) > self.max_points:
+                return
+            self._entries[key] = entry
+            self._points += len(entry.cols)
+            while self._points > self.max_points:
+                _, evicted = self._entries.popitem(last=False)
+                self._points -= len(evicted.cols)
+                self.stats.evictions += 1
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._points = 0
+
+    @property
+    def points(self) -> int:
+        return self._points
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+CACHE = SeriesCache()

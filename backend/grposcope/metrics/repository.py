@@ -1,0 +1,112 @@
+"""The SQL of series reads: whole series, the tail of a series, and a run's data version.
+
+Series rows go straight from the DB-API cursor into numpy columns: a 100,000-step series is
+the dashboard's worst case, and building ORM rows for it cost more than the query.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from grposcope.errors import RunNotFound
+from grposcope.models import MetricKey, Run
+
+
+@dataclass(frozen=True)
+class Columns:
+    """One series, sorted by step; ``values`` is nan where the stored value is NULL."""
+
+    steps: np.ndarray
+    values: np.ndarray
+    flags: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.steps.size)
+
+    def after(self, step: int) -> Columns:
+        """The points past ``step`` (a view, no copy)."""
+        start = int(np.searchsorted(self.steps, step, side="right"))
+        return Columns(self.steps[start:], self.values[start:], self.flags[start:])
+
+    def extended(self, more: Columns) -> Columns:
+        return Columns(
+            np.concatenate([self.steps, more.steps]),
+            np.concatenate([self.values, more.values]),
+            np.concatenate([self.flags, more.flags]),
+        )
+
+
+EMPTY = Columns(np.empty(0, np.int64), np.empty(0), np.empty(0, np.int8))
+
+
+def key_ids(session: Session, names: list[str]) -> dict[str, int]:
+    rows = session.execute(select(MetricKey.name, MetricKey.id).where(MetricKey.name.in_(names)))
+    return dict(rows.tuples().all())
+
+
+def run_version(session: Session, run_id: int) -> tuple[Any, Any]:
+    """(created_at, updated_at) of the run, read fresh from the database (not the session's
+    identity map). Every ingest sets ``updated_at`` in the transaction that adds the points,
+    so an unchanged pair means unchanged points, whichever process wrote or reads them;
+    ``created_at`` tells a run apart from an earlier run with the same id in a recreated
+    database."""
+    row = session.execute(select(Run.created_at, Run.updated_at).where(Run.id == run_id)).first()
+    if row is None:
+        raise RunNotFound(f"run {run_id} does not exist")
+    return row[0], row[1]
+
+
+def fetch(session: Session, run_id: int, key_id: int, since: int | None = None) -> Columns:
+    """One series (or its points after ``since``) as numpy columns."""
+    mark = _mark(session)
+    sql = f"SELECT step, value, flag FROM points WHERE run_id = {mark} AND key_id = {mark}"
+    params: tuple[int, ...] = (run_id, key_id)
+    if since is not None:
+        sql += f" AND step > {mark}"
+        params += (since,)
+    rows = _rows(session, sql + " ORDER BY step", params)
+    return _columns(rows) if rows else EMPTY
+
+
+def fetch_tail(session: Session, run_id: int, key_id: int, since: int) -> tuple[int, Columns]:
+    """The series' total point count and its points after ``since``, in one statement, so
+    both come from the same snapshot even while ingest commits (Postgres: one statement, one
+    snapshot). Points are never updated or deleted, so ``cached + len(tail) == count`` proves
+    nothing was inserted at or below ``since``."""
+    m = _mark(session)
+    sql = (
+        f"SELECT c.n, p.step, p.value, p.flag FROM (SELECT count(*) AS n FROM points "
+        f"WHERE run_id = {m} AND key_id = {m}) AS c LEFT JOIN points AS p "
+        f"ON p.run_id = {m} AND p.key_id = {m} AND p.step > {m} ORDER BY p.step"
+    )
+    rows = _rows(session, sql, (run_id, key_id, run_id, key_id, since))
+    total = int(rows[0][0])
+    tail = [row[1:] for row in rows if row[1] is not None]
+    return total, _columns(tail) if tail else EMPTY
+
+
+def _mark(session: Session) -> str:
+    return "?" if session.get_bind().dialect.paramstyle == "qmark" else "%s"
+
+
+def _rows(session: Session, sql: str, params: tuple[int, ...]) -> list[tuple]:
+    cursor = session.connection().connection.cursor()
+    try:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
+    finally:
+        cursor.close()
+
+
+def _columns(rows: list[tuple]) -> Columns:
+    steps, values, flags = zip(*rows, strict=True)
+    return Columns(
+        np.array(steps, dtype=np.int64),
+        np.array(values, dtype=np.float64),  # None (non-finite or null) becomes nan
+        np.array(flags, dtype=np.int8),
+    )

@@ -1,0 +1,115 @@
+"""The series cache: whole-series reads are served from memory until the run changes, then
+extended by the new tail (or read again when points arrived out of order)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from grposcope.metrics.cache import CACHE, Entry, SeriesCache, Stats
+from grposcope.metrics.repository import Columns
+from tests.api.helpers import ingest, make_run, series
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache():
+    CACHE.clear()
+    CACHE.stats = Stats()
+    yield
+    CACHE.clear()
+
+
+def steps_of(first: int, last: int, scale: float = 1.0) -> list[dict]:
+    return [{"step": s, "metrics": {"reward": s * scale}} for s in range(first, last)]
+
+
+def test_a_new_ingest_is_seen_by_the_next_read(api):
+    run = make_run(api, api.alpha)
+    ingest(api, api.alpha, run["id"], steps_of(0, 500))
+    first = series(api, api.alpha, run["id"], "reward", max_points=50)["reward"]
+    again = series(api, api.alpha, run["id"], "reward", max_points=50)["reward"]
+    assert again == first and CACHE.stats.hits == 1
+    ingest(api, api.alpha, run["id"], steps_of(500, 510))
+    grown = series(api, api.alpha, run["id"], "reward", max_points=50)["reward"]
+    assert grown["n_total"] == 510 and grown["steps"][-1] == 509
+    assert CACHE.stats.tails == 1  # only the tail was read
+    whole = series(api, api.alpha, run["id"], "reward", max_points=200_000)["reward"]
+    assert whole["steps"] == list(range(510)) and whole["values"][509] == 509.0
+
+
+def test_points_inserted_below_the_cached_end_force_a_full_read(api):
+    run = make_run(api, api.alpha)
+    ingest(api, api.alpha, run["id"], [s for s in steps_of(0, 100) if s["step"] % 2 == 0])
+    assert series(api, api.alpha, run["id"], "reward")["reward"]["n_total"] == 50
+    # a resumed trainer fills the gaps and goes on: new points both below and past the end
+    ingest(api, api.alpha, run["id"], [s for s in steps_of(0, 120) if s["step"] % 2 == 1])
+    got = series(api, api.alpha, run["id"], "reward", max_points=200_000)["reward"]
+    assert got["steps"] == sorted(set(range(100)) | set(range(1, 120, 2)))
+    assert CACHE.stats.full_reads == 2 and CACHE.stats.tails == 0
+
+
+def test_another_key_moving_keeps_this_key_correct(api):
+    run = make_run(api, api.alpha)
+    body = [{"step": s, "metrics": {"reward": s, "kl": -s}} for s in range(300)]
+    ingest(api, api.alpha, run["id"], body)
+    before = series(api, api.alpha, run["id"], "reward", "kl", max_points=20)
+    ingest(api, api.alpha, run["id"], [{"step": 300, "metrics": {"kl": -300}}])
+    after = series(api, api.alpha, run["id"], "reward", "kl", max_points=20)
+    assert after["reward"] == before["reward"]
+    assert after["kl"]["n_total"] == 301 and after["kl"]["steps"][-1] == 300
+
+
+def test_two_max_points_do_not_collide(api):
+    run = make_run(api, api.alpha)
+    ingest(api, api.alpha, run["id"], steps_of(0, 1000, scale=0.5))
+    small = series(api, api.alpha, run["id"], "reward", max_points=40)["reward"]
+    large = series(api, api.alpha, run["id"], "reward", max_points=400)["reward"]
+    assert len(small["steps"]) <= 41 < len(large["steps"]) <= 401
+    assert series(api, api.alpha, run["id"], "reward", max_points=40)["reward"] == small
+    assert series(api, api.alpha, run["id"], "reward", max_points=400)["reward"] == large
+
+
+def test_cached_answers_equal_a_cold_read_and_are_not_shared(api):
+    run = make_run(api, api.alpha)
+    body = steps_of(0, 3000)
+    body[1234]["metrics"]["reward"] = "NaN"
+    ingest(api, api.alpha, run["id"], body)
+    warm = series(api, api.alpha, run["id"], "reward", max_points=100)["reward"]
+    warm["steps"].clear()  # a caller mutating its answer must not reach the cache
+    CACHE.clear()
+    cold = series(api, api.alpha, run["id"], "reward", max_points=100)["reward"]
+    hit = series(api, api.alpha, run["id"], "reward", max_points=100)["reward"]
+    assert hit == cold and 1234 in cold["steps"]
+    assert cold["values"][cold["steps"].index(1234)] == "NaN"
+
+
+def test_since_step_reads_bypass_the_cache(api):
+    run = make_run(api, api.alpha)
+    ingest(api, api.alpha, run["id"], steps_of(0, 50))
+    got = series(api, api.alpha, run["id"], "reward", since_step=45)["reward"]
+    assert got["steps"] == [46, 47, 48, 49] and len(CACHE) == 0
+
+
+def entry(n: int) -> Entry:
+    cols = Columns(np.arange(n, dtype=np.int64), np.zeros(n), np.zeros(n, dtype=np.int8))
+    return Entry(cols, ("created", "updated"))
+
+
+def test_lru_bound_holds_and_recent_use_protects_an_entry():
+    cache = SeriesCache(max_points=100)
+    for name in ("a", "b"):
+        cache.put((name,), entry(40))
+    assert cache.get(("a",)) is not None  # "a" is now the most recently used
+    cache.put(("c",), entry(40))
+    assert cache.get(("b",)) is None and cache.get(("a",)) is not None
+    assert cache.points == 80 and cache.stats.evictions == 1
+    cache.put(("a",), entry(10))  # replacing an entry frees its old size
+    assert cache.points == 50 and len(cache) == 2
+
+
+def test_a_series_larger_than_the_bound_is_not_kept():
+    cache = SeriesCache(max_points=100)
+    cache.put(("small",), entry(30))
+    cache.put(("huge",), entry(101))
+    assert cache.get(("huge",)) is None and cache.get(("small",)) is not None
+    assert cache.points == 30
