@@ -156,3 +156,27 @@ def test_what_if_needs_the_constrained_fit() -> None:
         what_if(_constrained_fit(), group_size=8)
     with pytest.raises(ValueError, match="lr"):
         what_if(_constrained_fit(), lr=-1.0)
+
+
+def test_dev_runs_prefix_forecasts_beat_the_recent_level(real_logs) -> None:
+    """On the development runs (where the forecast was designed), prefix forecasts of the next
+    and the last 20 % must beat the naive recent level and keep ~80 % interval coverage."""
+    from grposcope.logfiles import guess_reward_key, read_log
+
+    errors, naive, hits = [], [], []
+    for path in sorted(real_logs.glob("*.csv")):
+        series = read_log(path)
+        steps, values = series[guess_reward_key(series.keys())]
+        sd, first, last = values.std(), steps[0], steps[-1]
+        for f in (0.3, 0.5):
+            seen = steps <= first + f * (last - first)
+            fit = fit_series(steps[seen], values[seen])
+            for a, b in ((f, f + 0.2), (0.8, 1.0)):
+                lo, hi = first + a * (last - first), first + b * (last - first)
+                truth = values[(steps >= lo) & (steps <= hi)].mean()
+                pred = predict_window(fit, lo, hi)
+                errors.append(abs(pred.mean - truth) / sd)
+                naive.append(abs(fit.recent_level - truth) / sd)
+                hits.append(pred.lo <= truth <= pred.hi)
+    assert np.median(errors) < np.median(naive)
+    assert 0.65 <= np.mean(hits) <= 0.95
