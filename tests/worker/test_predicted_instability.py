@@ -74,5 +74,5 @@ def test_warmup_past_the_threshold_is_predicted_before_it_goes_unstable(tmp_path
 @pytest.mark.slow
 def test_the_same_warmup_well_inside_the_threshold_is_not_flagged(tmp_path):
     alerts, fit = replay(tmp_path, BanditScenario("warmup-k1", 1, 1.0, warmup_steps=250))
-    assert not [a for a in alerts if a["severity"] == "critical"], alerts
+    assert not alerts, alerts  # well inside: no dynamical_instability of any severity
     assert fit["constrained"]["margin_exact"] > 0.5
