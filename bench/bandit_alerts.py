@@ -89,7 +89,8 @@ def slow_table(tmp: Path) -> None:
     from grposcope.dynamics.bandit import BanditConfig, run
 
     print("\n| config | K_ref | exact threshold | margin | seed | rise to 90 % | divergence step |"
-          " first instability alert | lead (steps) |\n|---|---|---|---|---|---|---|---|---|")
+          " true fall | first instability alert | lead (steps) |"
+          "\n|---|---|---|---|---|---|---|---|---|---|")
     for kw in SLOW:
         st, thr, p_star = _setup(kw)
         t = thr or 8
@@ -99,13 +100,14 @@ def slow_table(tmp: Path) -> None:
             p = run(cfg, SLOW_STEPS, deterministic=True).expected_reward
             rise = int(np.argmax(p >= p[0] + 0.9 * (p_star - p[0]))) + 1
             for seed in SEEDS:
-                alerts, _ = replay(cfg, seed, tmp, SLOW_STEPS)
+                alerts, fall = replay(cfg, seed, tmp, SLOW_STEPS)
                 first = next((a for a in alerts if a["severity"] != "info"), None)
                 text = "—" if first is None else (
                     f"{first['severity']} @{first['opened_step']} ({_why(first)})")  # fmt: skip
                 lead = "—" if first is None or div is None else div - first["opened_step"]
                 print(f"| lr={kw['lr']} μ={kw['momentum']} β={kw['beta']} | {k} | {thr} | "
-                      f"{_margin(cfg, st):+.2f} | {seed} | {rise} | {div} | {text} | {lead} |",
+                      f"{_margin(cfg, st):+.2f} | {seed} | {rise} | {div} | {fall:.0%} | {text} | "
+                      f"{lead} |",
                       flush=True)  # fmt: skip
 
 
