@@ -131,20 +131,23 @@ def fall_step(steps: np.ndarray, values: np.ndarray, share: float) -> int | None
 
 
 def lead_time(r: dict) -> str:
-    """Fall step minus the opening step of the relevant alert that was open at the fall (or
-    the first one opened after it); alerts that resolved before the fall do not count."""
-    fall = r["fall_step"]
+    """Per fall step (25 % and 50 % of the gain lost): the fall step minus the opening step of
+    the relevant alert open at the fall (or the first opened after it); alerts that resolved
+    before the fall do not count. Positive = warned before."""
     relevant = [a for a in r["alerts"] if a["kind"] in RELEVANT and a["severity"] != "info"]
-    if fall is None:
-        first = min((a["opened_step"] for a in relevant), default=None)
-        return "no fall in the log" + (f"; first alert @{first}" if first is not None else "")
-    live = [a for a in relevant if a["resolved_step"] is None or a["resolved_step"] >= fall]
-    if not live:
-        return f"missed (fall of 25 % @{fall}, of 50 % @{r.get('half_fall_step')})"
-    a = min(live, key=lambda a: a["opened_step"])
-    half = r.get("half_fall_step")
-    return (f"{fall - a['opened_step']:+d} steps, {a['kind']} {a['severity']} "
-            f"(fall of 25 % @{fall}, of 50 % @{half})")  # fmt: skip
+    parts = []
+    for share, fall in (("25 %", r["fall_step"]), ("50 %", r.get("half_fall_step"))):
+        if fall is None:
+            parts.append(f"no {share} fall in the log")
+            continue
+        live = [a for a in relevant if a["resolved_step"] is None or a["resolved_step"] >= fall]
+        if not live:
+            parts.append(f"{share} fall @{fall}: missed")
+            continue
+        a = min(live, key=lambda a: a["opened_step"])
+        parts.append(f"{share} fall @{fall}: {fall - a['opened_step']:+d} steps "
+                     f"({a['kind']} {a['severity']} @{a['opened_step']})")  # fmt: skip
+    return "; ".join(parts)
 
 
 def report(results: list[dict]) -> None:
