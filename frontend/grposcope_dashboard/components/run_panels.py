@@ -25,6 +25,10 @@ from grposcope_dashboard.formatting import (
     to_float,
 )
 
+# The newest alerts listed on the run page; a flapping rule can leave hundreds on a long run,
+# and rendering all of them (with their evidence) slowed the page's first paint.
+MAX_ALERT_ITEMS = 50
+
 
 def header(run: Mapping[str, Any]) -> html.Div:
     hyper = run.get("hyperparameters") or {}
@@ -206,7 +210,8 @@ def alert_timeline(alerts: list[Mapping[str, Any]]) -> html.Div:
             className="text-muted",
         )
     items = []
-    for a in sorted(alerts, key=lambda a: to_float(a.get("opened_step")), reverse=True):
+    newest = sorted(alerts, key=lambda a: to_float(a.get("opened_step")), reverse=True)
+    for a in newest[:MAX_ALERT_ITEMS]:
         when = f"step {step(a.get('opened_step'))}"
         if a.get("resolved_step") is not None:
             when += f" → {step(a.get('resolved_step'))}"
@@ -234,6 +239,14 @@ def alert_timeline(alerts: list[Mapping[str, Any]]) -> html.Div:
                     evidence(a.get("evidence") or {}),
                 ],
                 className="alert-item",
+            )
+        )
+    if len(newest) > MAX_ALERT_ITEMS:
+        more = f"{len(newest) - MAX_ALERT_ITEMS} older alerts are not listed here; "
+        items.append(
+            dbc.ListGroupItem(
+                [more, html.A("the Alerts page", href="/alerts"), " has them all."],
+                className="alert-item small text-muted",
             )
         )
     return dbc.ListGroup(items, flush=True, id="run-alert-list")

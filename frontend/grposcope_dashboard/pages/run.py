@@ -7,7 +7,17 @@ from typing import Any
 
 import dash
 import dash_bootstrap_components as dbc
-from dash import Input, Output, Patch, State, callback, dcc, html, no_update
+from dash import (
+    Input,
+    Output,
+    Patch,
+    State,
+    callback,
+    clientside_callback,
+    dcc,
+    html,
+    no_update,
+)
 from dash.exceptions import PreventUpdate
 
 from grposcope_dashboard import analysis, api_client, figures
@@ -40,7 +50,8 @@ def layout(run_id: str | None = None, **_: str) -> html.Div:
             dcc.Store(id="run-state", data=built["state"]),
             dcc.Store(id="run-xy", data=built["xy"]),
             dcc.Store(id="run-diag-state", data={"ready": False}),
-            dcc.Store(id="run-init", data={"run_id": run["id"]}),
+            dcc.Store(id="run-init", data=run_data.diag_init(run)),
+            dcc.Store(id="run-diag-go"),
             dcc.Store(
                 id="run-slow-state",
                 data={
@@ -149,17 +160,38 @@ def _loading_figure() -> Any:
     return figures.empty_figure("Loading the diagnostics series…", height=480)
 
 
+# The diagnostics wait for the reward chart: this resolves once the browser has drawn it (or
+# after 10 s, so a chart that never draws cannot keep the panels away).
+clientside_callback(
+    """(init) => new Promise((resolve) => {
+        const t0 = Date.now();
+        const drawn = () => {
+            const g = document.querySelector('#run-reward .js-plotly-plot');
+            return g && g._fullLayout && g.data && g.data.length > 0;
+        };
+        const wait = () => (drawn() || Date.now() - t0 > 10000)
+            ? requestAnimationFrame(() => resolve(init)) : setTimeout(wait, 50);
+        wait();
+    })""",
+    Output("run-diag-go", "data"),
+    Input("run-init", "data"),
+)
+
+
 @callback(
     Output("run-diag", "figure"),
     Output("run-diag-state", "data"),
-    Input("run-init", "data"),
+    Input("run-diag-go", "data"),
     State("run-xy", "data"),
+    prevent_initial_call=True,
 )
-def load_diagnostics(init: dict[str, Any], xy: dict[str, Any] | None) -> tuple:
-    """Runs right after the page shows, in parallel with the browser drawing the reward."""
+def load_diagnostics(init: dict[str, Any] | None, xy: dict[str, Any] | None) -> tuple:
+    """Runs once the reward chart is on screen (see the clientside callback above)."""
+    if not init:
+        raise PreventUpdate
     api = api_client.client()
     try:
-        built = run_data.build_diagnostics(api, api.run(init["run_id"]), xy)
+        built = run_data.build_diagnostics(api, init, xy)
     except ApiError as exc:
         return figures.empty_figure(f"Diagnostics unavailable: {exc.detail}"), {"ready": False}
     return built["fig"], built["state"]
@@ -268,7 +300,7 @@ def _rebuild(api: api_client.Api, state: dict[str, Any]) -> tuple:
         built["state"],
         {"ready": False},
         f"{last:,}" if last >= 0 else "—",
-        {"run_id": run["id"], "reload": last},
+        {**run_data.diag_init(run), "reload": last},
         built["xy"],
     )
 
