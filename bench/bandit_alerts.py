@@ -101,7 +101,7 @@ def slow_table(tmp: Path) -> None:
             rise = int(np.argmax(p >= p[0] + 0.9 * (p_star - p[0]))) + 1
             for seed in SEEDS:
                 alerts, fall = replay(cfg, seed, tmp, SLOW_STEPS)
-                first = next((a for a in alerts if a["severity"] != "info"), None)
+                first = alerts[0] if alerts else None
                 text = "—" if first is None else (
                     f"{first['severity']} @{first['opened_step']} ({_why(first)})")  # fmt: skip
                 lead = "—" if first is None or div is None else div - first["opened_step"]
@@ -153,8 +153,8 @@ def warmup_table(tmp: Path) -> None:
     from grposcope.dynamics.bandit import BanditConfig, measure_stiffness
     from grposcope.dynamics.stability import exact_stability
 
-    print("\n| K_ref | seed | step the lr crosses the threshold | first instability alert |")
-    print("|---|---|---|---|")
+    print("\n| K_ref | seed | step the lr crosses the threshold | first instability alert (any "
+          "severity) | alerts |\n|---|---|---|---|---|")
     for k in (1, 4, 24, 32):
         cfg = BanditConfig(rewards=(1.0, 0.0), lr=0.5, momentum=0.5, beta=0.5, G=32, k_ref=k)
         st = measure_stiffness(cfg)
@@ -164,10 +164,10 @@ def warmup_table(tmp: Path) -> None:
             dataclasses.replace(hyper, lr=cfg.lr * f), st.K).margin < 0), None)  # fmt: skip
         for seed in SEEDS:
             alerts, _ = replay(cfg, seed, tmp, STEPS, scale)
-            first = next((a for a in alerts if a["severity"] != "info"), None)
+            first = alerts[0] if alerts else None
             text = "—" if first is None else (
                 f"{first['severity']} @{first['opened_step']} ({_why(first)})")  # fmt: skip
-            print(f"| {k} | {seed} | {cross} | {text} |", flush=True)
+            print(f"| {k} | {seed} | {cross} | {text} | {len(alerts)} |", flush=True)
 
 
 def replay(cfg, seed: int, tmp: Path, steps: int, scale=None):  # type: ignore[no-untyped-def]
