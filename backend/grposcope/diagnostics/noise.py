@@ -26,7 +26,7 @@ def white_se(values: np.ndarray, w: int) -> float:
 
     Not a robust (MAD) σ: the rules compare *means*, and a mean feels every spike. Real GRPO
     rewards are often spiky (most steps 0.12, one in ten 1.5: a format bonus hit); a MAD
-    sees only the flat part and makes a 10-point mean look ten times steadier than it is.
+    sees only the flat part and makes a 10-point mean look several times steadier than it is.
     """
     if values.size < 3:
         return 0.0
@@ -104,9 +104,3 @@ def max_bias(n_windows: np.ndarray | float) -> np.ndarray:
     sits, in standard errors: about √(2 ln n) (0 for a single window)."""
     n = np.maximum(np.asarray(n_windows, dtype=float), 1.0)
     return np.sqrt(2.0 * np.log(n))
-
-
-def smoothed(values: np.ndarray, w: int) -> np.ndarray:
-    """The trailing w-point mean the fall and overshoot rules compare (re-exported here so
-    the noise and the level are computed with the same window)."""
-    return trailing_mean(values, w)

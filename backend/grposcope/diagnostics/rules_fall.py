@@ -7,7 +7,8 @@ Three things must hold at a step (and, through the hysteresis, keep holding for 
   significant, so "a share of the gain" means something;
 - the fall from that peak is ≥ ``collapse_fraction`` of the gain;
 - the fall is significant: ≥ ``fall_sigmas`` standard errors of the difference of two window
-  means (√2·SE_w), plus the upward bias of a running maximum over n windows (√(2 ln n)·SE_w).
+  means (√(SE_peak² + SE_now²)), plus the upward bias of a running maximum over n windows
+  (√(2 ln n)·SE_peak).
 
 SE_w comes from ``noise.causal_window_se``: autocorrelation included, so the stationary
 wobble of a noisy, healthy run is not mistaken for a fall (and a run that genuinely loses a
@@ -29,6 +30,7 @@ Params = dict[str, float]
 
 
 def reward_fall(data: RunData, p: Params) -> Sub | None:
+    """The sub-condition over the reward's own steps (None without two windows of reward)."""
     reward = data.get(data.reward_key)
     if reward is None:
         return None
