@@ -113,3 +113,40 @@ def test_a_series_larger_than_the_bound_is_not_kept():
     cache.put(("huge",), entry(101))
     assert cache.get(("huge",)) is None and cache.get(("small",)) is not None
     assert cache.points == 30
+
+
+def test_answers_per_series_are_bounded(api):
+    run = make_run(api, api.alpha)
+    ingest(api, api.alpha, run["id"], steps_of(0, 500))
+    for max_points in (20, 30, 40, 50, 60, 70):
+        got = series(api, api.alpha, run["id"], "reward", max_points=max_points)["reward"]
+        assert len(got["steps"]) <= max_points + 1
+    (only,) = CACHE.entries()
+    assert len(only.answers) == 4 and set(only.answers) == {40, 50, 60, 70}
+
+
+def test_reads_during_ingest_always_see_a_whole_prefix(api):
+    """A reader racing an appending writer gets, each time, every step up to some point: the
+    tail path never skips a batch nor serves an older answer after a newer one."""
+    import threading
+
+    run = make_run(api, api.alpha)
+    ingest(api, api.alpha, run["id"], steps_of(0, 100))
+    done = threading.Event()
+
+    def writer() -> None:
+        for first in range(100, 1100, 50):
+            ingest(api, api.alpha, run["id"], steps_of(first, first + 50))
+        done.set()
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    seen = []
+    while not done.is_set():
+        got = series(api, api.alpha, run["id"], "reward", max_points=200_000)["reward"]
+        assert got["steps"] == list(range(got["n_total"]))
+        seen.append(got["n_total"])
+    thread.join()
+    assert seen == sorted(seen)
+    final = series(api, api.alpha, run["id"], "reward", max_points=200_000)["reward"]
+    assert final["steps"] == list(range(1100))

@@ -24,6 +24,7 @@ from typing import Any
 from grposcope.metrics.repository import Columns
 
 DEFAULT_MAX_POINTS = 2_000_000  # ~35 MB: twenty 100,000-step series
+ANSWERS_PER_ENTRY = 4  # downsampled answers kept per series (one per max_points asked)
 
 
 @dataclass
@@ -75,10 +76,22 @@ class SeriesCache:
                 self._points -= len(evicted.cols)
                 self.stats.evictions += 1
 
+    def remember(self, entry: Entry, max_points: int | None, answer: dict[str, Any]) -> None:
+        """Keep a downsampled answer on its entry, at most ``ANSWERS_PER_ENTRY`` (oldest out);
+        under the lock, as request threads share entries."""
+        with self._lock:
+            while len(entry.answers) >= ANSWERS_PER_ENTRY:
+                entry.answers.pop(next(iter(entry.answers)))
+            entry.answers[max_points] = answer
+
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
             self._points = 0
+
+    def entries(self) -> list[Entry]:
+        with self._lock:
+            return list(self._entries.values())
 
     @property
     def points(self) -> int:

@@ -34,7 +34,6 @@ from grposcope.models import (
 from grposcope.runs import service as runs
 
 MIN_POINTS, MAX_POINTS = 10, 200_000
-ANSWERS_PER_ENTRY = 4  # downsampled answers kept per series (one per max_points asked)
 
 
 def series(
@@ -92,9 +91,7 @@ def _answer(entry: Entry, max_points: int | None) -> dict[str, Any]:
         found = _encode_series(entry.cols, max_points)
         if not found["downsampled"]:
             return found  # short series: cheap to encode again, not worth holding twice
-        while len(entry.answers) >= ANSWERS_PER_ENTRY:
-            entry.answers.pop(next(iter(entry.answers)))
-        entry.answers[max_points] = found
+        CACHE.remember(entry, max_points, found)
     return {**found, "steps": list(found["steps"]), "values": list(found["values"])}
 
 
