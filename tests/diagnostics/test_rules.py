@@ -296,3 +296,18 @@ def test_oscillatory_note_needs_a_real_overshoot():
     small = 0.8 - 0.7 * np.exp(-s / 15.0) * np.cos(s / 12.0) * (s < 30)
     small = small + rng.normal(0.0, 0.05, s.size)
     assert _osc_level(s, small, 0.3)[0] == 0  # an overshoot within the noise
+
+
+def test_reward_fall_is_causal_a_prefix_gives_the_same_levels():
+    """Live (a prefix) and after the fact (the whole run) must agree step by step, or an alert
+    would open at different steps in a replay than it did live."""
+    from grposcope.diagnostics.rules_fall import reward_fall
+
+    rng = np.random.default_rng(8)
+    s, v = _rise_then(400, lambda s: np.where(s < 250, 0.8, 0.5), 0.08, rng, phi=0.5)
+    p = defaults("dynamical_instability")
+    whole = reward_fall(RunData({"reward": (s, v)}, "reward"), p)
+    for n in (60, 137, 260, 301):
+        part = reward_fall(RunData({"reward": (s[:n], v[:n])}, "reward"), p)
+        assert np.array_equal(part[1], whole[1][:n])
+    assert whole[1].max() >= 2  # and the series does fall
