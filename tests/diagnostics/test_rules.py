@@ -311,3 +311,30 @@ def test_reward_fall_is_causal_a_prefix_gives_the_same_levels():
         part = reward_fall(RunData({"reward": (s[:n], v[:n])}, "reward"), p)
         assert np.array_equal(part[1], whole[1][:n])
     assert whole[1].max() >= 2  # and the series does fall
+
+
+def _stuck_run(kl_level: float, rise: float = 0.0, n: int = 120) -> RunData:
+    """A noisy reward (optionally rising by `rise`) with a KL series held near `kl_level`."""
+    s = np.arange(1, n + 1)
+    reward = 0.3 + rise * s / n + RNG.normal(0, 0.1, n)
+    kl = kl_level * (1 + 0.3 * RNG.random(n))
+    return RunData({"reward": (s, reward), "kl": (s, kl)}, "reward", total_steps=400)
+
+
+def test_no_learning_warns_when_reward_is_flat_and_the_policy_does_not_move():
+    out = evaluate("plateau_reached", _stuck_run(1e-4), defaults("plateau_reached"))
+    assert out.status == "firing" and out.severity == "warning"
+    assert 50 <= out.current.opened_step <= 70  # after no_gain_steps, plus the open window
+    assert out.message.startswith("not learning") and "stopping now saves" in out.message
+    assert out.evidence["kl_median"] < 1e-3 and out.evidence["steps_saved_by_stopping"] > 0
+
+
+def test_no_learning_stays_quiet_when_the_policy_moves_or_the_reward_rises():
+    params = defaults("plateau_reached")
+    moving = evaluate("plateau_reached", _stuck_run(0.02), params)  # flat reward, KL grows
+    rising = evaluate("plateau_reached", _stuck_run(1e-4, rise=0.5), params)
+    assert not moving.episodes and not rising.episodes
+    no_kl = RunData({"reward": _stuck_run(1e-4).series["reward"]}, "reward")
+    assert evaluate("plateau_reached", no_kl, params).status == "unavailable"
+    off = evaluate("plateau_reached", _stuck_run(1e-4), {**params, "no_gain_steps": 0})
+    assert off.status == "unavailable"

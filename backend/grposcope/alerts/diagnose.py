@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 
 from grposcope.alerts import repository as repo
 from grposcope.diagnostics import RunData, evaluate_all
-from grposcope.diagnostics.data import CLIP_KEYS, FitPoint, Series
+from grposcope.diagnostics.data import CLIP_KEYS, KL_KEYS, FitPoint, Series
 from grposcope.diagnostics.engine import stalled
 from grposcope.diagnostics.params import effective_params
 from grposcope.diagnostics.types import Outcome
@@ -35,9 +35,10 @@ def run_data(session: Session, run: Run) -> RunData:
     reward = pick_reward_key(keys)
     ev = eval_key(keys, reward)
     wanted = {k for k in (reward, ev, *SIDE_KEYS) if k and k in keys}
-    clip = next((k for k in CLIP_KEYS if k in keys), None)
-    if clip:
-        wanted.add(clip)
+    for family in (CLIP_KEYS, KL_KEYS):
+        first = next((k for k in family if k in keys), None)
+        if first:
+            wanted.add(first)
     series = load_many(session, run.id, sorted(wanted))
     fits = []
     if reward:

@@ -58,3 +58,6 @@ CLIP_KEYS = (
     "clipfrac",
     "actor/pg_clipfrac",
 )
+
+# KL to the reference, as TRL and the other loggers name it (the first present is used).
+KL_KEYS = ("kl", "train/kl", "objective/kl", "actor/kl_loss", "kl_divergence")

@@ -73,8 +73,14 @@ def _message(kind: str, evidence: Mapping[str, Any]) -> str:
             return (f"reward fell from {evidence['reward_peak']} to {evidence['reward_now']} "
                     f"({evidence['fall_share_of_gain']:.0%} of its gain lost)")  # fmt: skip
         if "overshoot" in evidence:
-            return (f"oscillating: the smoothed reward overshot the fitted plateau "
-                    f"{evidence['plateau']} by {evidence['overshoot']} (ζ = {evidence['zeta']})")
+            return (
+                f"oscillating: the smoothed reward overshot the fitted plateau "
+                f"{evidence['plateau']} by {evidence['overshoot']} (ζ = {evidence['zeta']})"
+            )
+    if kind == "plateau_reached" and "steps_without_gain" in evidence:
+        base = (f"not learning: no significant reward gain in {evidence['steps_without_gain']} "
+                f"steps and the policy has barely moved ({evidence['kl_key']} median "
+                f"{evidence['kl_median']:.2g})")  # fmt: skip
     if kind == "plateau_reached" and evidence.get("steps_saved_by_stopping"):
         return f"{base}; stopping now saves {evidence['steps_saved_by_stopping']} steps"
     return base

@@ -67,6 +67,11 @@ RULES: dict[str, dict[str, Param]] = {
     "plateau_reached": {
         "min_fit_r2": Param(0.6, -1.0, 1.0, "smoothed R² a fit needs to be believed"),
         "min_gain_sigmas": Param(3.0, 0.0, 100.0, "p* − p0 needed, in noise standard errors"),
+        "no_gain_steps": Param(
+            50, 0, 1_000_000, "steps with no gain and KL < kl_floor: not learning (0: off)", True
+        ),
+        "kl_floor": Param(1e-3, 0.0, 10.0, "trailing median KL under which the policy is still"),
+        "smooth_window": Param(10, 2, 10_000, "steps in trailing means", True),
         **_windows(10, 10),
     },
     "run_stalled": {

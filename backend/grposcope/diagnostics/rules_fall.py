@@ -38,7 +38,7 @@ def reward_fall(data: RunData, p: Params) -> Sub | None:
     w = points(p["smooth_window"], s)
     if s.size < 2 * w:
         return None
-    f = _fall_arrays(v, w, float(p["fall_sigmas"]))
+    f = fall_arrays(v, w, float(p["fall_sigmas"]))
     share = f["share"]
     level = np.where(f["significant"] & (share >= p["collapse_fraction"]), 2, 0)
     level = np.where(f["significant"] & _deep(v, w, f, p), 3, level).astype(np.int8)
@@ -70,7 +70,7 @@ def _eval_since(data: RunData, peak_step: int, now_step: int) -> dict:
             "eval_now": r(evals[now[-1]])}  # fmt: skip
 
 
-def _fall_arrays(v: np.ndarray, w: int, sigmas: float) -> dict:
+def fall_arrays(v: np.ndarray, w: int, sigmas: float) -> dict:
     """Level, running peak, gain, fall, its share and significance at every index.
 
     The fall is the difference of two window means, the one at the peak and the one now, so

@@ -8,8 +8,10 @@ import math
 import numpy as np
 
 from grposcope.diagnostics.data import RunData
+from grposcope.diagnostics.merge import merge
+from grposcope.diagnostics.rules_stuck import no_learning
 from grposcope.diagnostics.signal import finite, noise_sd, points, r, trailing_mean
-from grposcope.diagnostics.types import Trace
+from grposcope.diagnostics.types import Sub, Trace
 
 Params = dict[str, float]
 
@@ -160,10 +162,18 @@ def policy_concentration(data: RunData, p: Params) -> Trace | str:
 
 
 def plateau_reached(data: RunData, p: Params) -> Trace | str:
-    """The fitted curve is 95 % of the way to p*: the steps left mostly buy nothing."""
+    """The fitted curve is 95 % of the way to p*, or the run never left its starting level
+    (``rules_stuck.no_learning``): either way the steps left mostly buy nothing."""
+    subs = [s for s in (_fitted_plateau(data, p), no_learning(data, p)) if s and s[0].size]
+    if not subs:
+        return "no successful fit of the reward yet"
+    return merge(subs)
+
+
+def _fitted_plateau(data: RunData, p: Params) -> Sub | None:
     fits = [f for f in data.fits if f.success]
     if not fits:
-        return "no successful fit of the reward yet"
+        return None
     steps = np.array([f.step for f in fits], dtype=np.int64)
     levels = np.zeros(steps.size, dtype=np.int8)
     for i, f in enumerate(fits):
@@ -187,4 +197,4 @@ def plateau_reached(data: RunData, p: Params) -> Trace | str:
                        saving_fraction=r(left / data.total_steps))  # fmt: skip
         return out
 
-    return Trace(steps, levels, np.zeros(steps.size, dtype=bool), evidence)
+    return steps, levels, evidence, False

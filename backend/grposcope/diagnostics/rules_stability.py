@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from grposcope.diagnostics.data import CLIP_KEYS, RunData
+from grposcope.diagnostics.merge import merge
 from grposcope.diagnostics.rules_fall import reward_fall
 from grposcope.diagnostics.rules_overshoot import overshoot
 from grposcope.diagnostics.signal import (
@@ -35,34 +36,8 @@ def dynamical_instability(data: RunData, p: Params) -> Trace | str:
     subs = [s for s in subs if s is not None and s[0].size]
     if not subs:
         return "no reward, loss, grad_norm or fit to judge yet"
-    grid = np.unique(np.concatenate([s[0] for s in subs]))
-    per_sub = [_on_grid(s, grid) for s in subs]
-    stacked = np.vstack([lv for lv, _ in per_sub])
-    level = stacked.max(axis=0).astype(np.int8)
-    instant = np.zeros(grid.size, dtype=bool)
-    nf = subs[0] if subs[0][3] else None
-    if nf is not None:
-        instant = np.isin(grid, nf[0])
-
-    def evidence(i: int) -> dict:
-        out: dict = {"step_window": [int(grid[max(0, i - 1)]), int(grid[i])]}
-        for (lv, src), sub in zip(per_sub, subs, strict=True):
-            if lv[i] > 0:
-                out.update(sub[2](int(src[i])))
-        return out
-
-    return Trace(grid, level, instant, evidence)
-
-
-def _on_grid(sub: Sub, grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """A sub-condition's level on the merged grid, and the sub index each value came from."""
-    steps, level, _, point = sub
-    idx = np.searchsorted(steps, grid, side="right") - 1
-    src = np.clip(idx, 0, None)
-    out = np.where(idx >= 0, level[src], 0)
-    if point:  # a NaN at one step says nothing about the next
-        out = np.where(np.isin(grid, steps), out, 0)
-    return out, src
+    non_finite = subs[0] if subs[0][3] else None
+    return merge(subs, instant_sub=non_finite)
 
 
 def _non_finite(data: RunData) -> Sub | None:
