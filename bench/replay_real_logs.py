@@ -95,7 +95,8 @@ def replay(path: Path, tmp: Path, share: float) -> dict:
                             headers=headers).json()["items"]  # fmt: skip
         accuracy = client.get(f"/api/v1/runs/{run_id}/forecast-accuracy", headers=headers).json()
     steps, values = series[reward_key]
-    return {"run": path.stem, "n_steps": int(len(steps)), "label": FAILING.get(path.stem, "normal"),
+    return {"run": path.stem, "n_steps": int(len(steps)), "last_step": int(steps[-1]),
+            "label": FAILING.get(path.stem, "normal"),
             "fall_step": fall_step(steps, values, 0.25),
             "half_fall_step": fall_step(steps, values, 0.5),
             "seconds": time.perf_counter() - started,
@@ -128,6 +129,18 @@ def fall_step(steps: np.ndarray, values: np.ndarray, share: float) -> int | None
     gain = smooth[peak] - start
     after = np.flatnonzero(smooth[peak:] < smooth[peak] - share * gain)
     return int(steps[peak + after[0]]) if gain > 0 and after.size else None
+
+
+def not_learning(r: dict) -> str:
+    """For a run that never learns there is no fall to lead: when the "not learning" form of
+    plateau_reached opened, and how much of the run stopping there would have saved."""
+    hits = [a for a in r["alerts"] if "steps_without_gain" in (a.get("evidence") or {})]
+    if not hits:
+        return "not-learning: missed"
+    a = min(hits, key=lambda a: a["opened_step"])
+    saved = 1.0 - a["opened_step"] / max(1, r["last_step"])
+    return (f"not learning @{a['opened_step']} ({a['kind']} {a['severity']}; stopping there "
+            f"saves {saved:.0%} of the run)")  # fmt: skip
 
 
 def lead_time(r: dict) -> str:
@@ -164,7 +177,8 @@ def report(results: list[dict]) -> None:
                 normal_warn[key] = normal_warn.get(key, 0) + 1
         text = "; ".join(f"{a['kind']} {a['severity']} @{a['opened_step']}→{a['resolved_step']}"
                          for a in r["alerts"]) or "—"  # fmt: skip
-        lead = "n/a" if r["label"] == "normal" else lead_time(r)
+        lead = ("n/a" if r["label"] == "normal" else not_learning(r)
+                if r["label"] == "never learns" else lead_time(r))  # fmt: skip
         print(f"| {r['run']} | {r['n_steps']} | {r['label']} | {text} | {crit} | {lead} |")
     if n_normal:
         print(f"\nnormal runs: {n_normal}, critical alerts {normal_crit} "
