@@ -167,3 +167,28 @@ def test_whatif_from_the_stored_constrained_fit(api):
     assert len(faster["trajectory"]["steps"]) == len(faster["trajectory"]["mean"]) > 10
     assert faster["spread_ratio"] < 1.0  # larger groups: smaller spread
     assert _get(api, f"/runs/{run['id']}/whatif", lr=-1).status_code == 422
+
+
+def test_refit_splits_the_noise_and_reports_the_exact_damping_ratio(api):
+    """With batch_size and a logged reward_std, the fit separates sampling noise (σ²/N) from
+    the rest; with lr, momentum and k_ref its constrained block carries zeta_exact."""
+    import numpy as np
+
+    hyper = {"learning_rate": 1e-6, "momentum": 0.9, "k_ref": 4, "num_generations": 8,
+             "batch_size": 16}  # fmt: skip
+    run = make_run(api, api.alpha, hyperparameters=hyper)
+    steps, values = learning_curve()
+    std = np.full(len(steps), 0.4)
+    send(api, api.alpha, run["id"], steps, reward=values, reward_std=std)
+    drain(worker_for(api))
+    fit = _get(api, f"/runs/{run['id']}/fit").json()
+    noise = fit["noise"]
+    assert noise["source"] == "reward_std" and noise["completions_per_step"] == 16
+    assert abs(noise["sampling_var"] - 0.4**2 / 16) < 1e-9
+    assert noise["n_steps"] == len(steps)
+    zeta_exact = fit["constrained"]["zeta_exact"]
+    assert zeta_exact <= 1.0 + 1e-12 and np.isfinite(zeta_exact)
+    bare = make_run(api, api.alpha, name="no-batch", run_key="key-b")
+    send(api, api.alpha, bare["id"], steps, reward=values, reward_std=std)
+    drain(worker_for(api))
+    assert "noise" not in _get(api, f"/runs/{bare['id']}/fit").json()  # no batch size known

@@ -131,7 +131,9 @@ def fit_one(
     fit_hyper = None
     if carried is None and hyper is not None:
         fit_hyper = hyper_in_effect(session, run, hyper, steps, values)
-    result = fit_series(steps, values, metric=metric, hyper=fit_hyper, warm=warm)
+    sampling = sampling_for(session, run, metric, steps)
+    result = fit_series(steps, values, metric=metric, hyper=fit_hyper, warm=warm,
+                        sampling=sampling)  # fmt: skip
     if cache is not None:
         cache.put(run.id, metric, result)
     payload = snapshot_payload(result, run, last, time.perf_counter() - started)
@@ -149,6 +151,23 @@ def fit_one(
     snap.payload = payload
     session.add(snap)
     return snap
+
+
+def sampling_for(session: Session, run: Run, metric: str, steps: np.ndarray) -> Any:
+    """What the log says about the sampling noise of the metric's step mean (DESIGN 2.4), or
+    None: it needs the completions per optimizer step (`batch_size` from the callback) and a
+    logged spread (`reward_std` for `reward`). A logged point covers `logging_steps` optimizer
+    steps, read off the series' own step spacing, so its mean is over that many batches."""
+    from grposcope.dynamics.noise import Sampling
+
+    if not run.batch_size or steps.size < 2:
+        return None
+    std_steps, std = load_arrays(session, run.id, f"{metric}_std")
+    if std.size == 0:
+        return None
+    spacing = max(1.0, float(np.median(np.diff(np.unique(steps)))))
+    return Sampling(completions_per_step=float(run.batch_size) * spacing,
+                    reward_std=(std_steps, std))  # fmt: skip
 
 
 def hyper_in_effect(session: Session, run: Run, hyper: Any, steps: np.ndarray,
@@ -194,7 +213,8 @@ def margins_at(hyper: Any, K: float) -> dict[str, Any]:
 
     exact = exact_stability(hyper, K)
     return {"margin_continuum": float(continuum_margin(hyper, K)),
-            "margin_exact": float(exact.margin), "lr": hyper.lr,
+            "margin_exact": float(exact.margin), "zeta_exact": float(exact.zeta_exact),
+            "lr": hyper.lr,
             "lag_applies": exact.lag_applies, "note": exact.note}  # fmt: skip
 
 
