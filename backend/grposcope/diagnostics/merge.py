@@ -1,0 +1,39 @@
+"""Merge a rule's sub-conditions into one trace: each sub is stepped onto the union of their
+checkpoints, the most severe level wins at each step, and the evidence names every sub active
+there (a rule with several forms, like dynamical_instability, reports them all)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from grposcope.diagnostics.types import Sub, Trace
+
+
+def merge(subs: list[Sub], instant_sub: Sub | None = None) -> Trace:
+    """One trace from non-empty subs; ``instant_sub`` (one of them) opens without a window."""
+    grid = np.unique(np.concatenate([s[0] for s in subs]))
+    per_sub = [_on_grid(s, grid) for s in subs]
+    level = np.vstack([lv for lv, _ in per_sub]).max(axis=0).astype(np.int8)
+    instant = np.zeros(grid.size, dtype=bool)
+    if instant_sub is not None:
+        instant = np.isin(grid, instant_sub[0])
+
+    def evidence(i: int) -> dict:
+        out: dict = {"step_window": [int(grid[max(0, i - 1)]), int(grid[i])]}
+        for (lv, src), sub in zip(per_sub, subs, strict=True):
+            if lv[i] > 0:
+                out.update(sub[2](int(src[i])))
+        return out
+
+    return Trace(grid, level, instant, evidence)
+
+
+def _on_grid(sub: Sub, grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A sub-condition's level on the merged grid, and the sub index each value came from."""
+    steps, level, _, point = sub
+    idx = np.searchsorted(steps, grid, side="right") - 1
+    src = np.clip(idx, 0, None)
+    out = np.where(idx >= 0, level[src], 0)
+    if point:  # a NaN at one step says nothing about the next
+        out = np.where(np.isin(grid, steps), out, 0)
+    return out, src
