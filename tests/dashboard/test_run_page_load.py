@@ -29,7 +29,7 @@ def test_alert_list_shows_the_newest_and_says_how_many_are_left_out() -> None:
     listed = run_panels.alert_timeline([alert(i) for i in range(80)])
     items = listed.children
     assert len(items) == run_panels.MAX_ALERT_ITEMS + 1
-    assert "step 790" in repr(items[0]) and "30 older alerts" in repr(items[-1])
+    assert "step 790" in repr(items[0]) and "60 older alerts" in repr(items[-1])
     short = run_panels.alert_timeline([alert(i) for i in range(3)])
     assert len(short.children) == 3
 

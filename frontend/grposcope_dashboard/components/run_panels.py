@@ -27,7 +27,7 @@ from grposcope_dashboard.formatting import (
 
 # The newest alerts listed on the run page; a flapping rule can leave hundreds on a long run,
 # and rendering all of them (with their evidence) slowed the page's first paint.
-MAX_ALERT_ITEMS = 50
+MAX_ALERT_ITEMS = 20
 
 
 def header(run: Mapping[str, Any]) -> html.Div:
