@@ -9,9 +9,9 @@ through the HTTP ingest API, drives headless chromium, and prints a JSON report:
 
 - open_100k: time from navigation to the reward chart drawn (server-downsampled lines) for a
   run with --steps steps and six series, over several loads; and the series read alone.
-  ``first_open_s`` is the first load after a point was written below the run's last step
-  (the server reads every series whole again; the browser has plotly.js from a small run's
-  page); ``open_100k_after_ingest_s`` sends one more step before
+  ``first_open_s`` is the first load after a reward point was written below the run's last
+  step (the server reads the reward series whole again; the browser has plotly.js from a small
+  run's page); ``open_100k_after_ingest_s`` sends one more step before
   each load, so the server cannot answer from an unchanged cache entry (what opening a live
   run costs: the new tail plus a count).
 - live: with --live-runs feeders streaming (2 steps every 0.5 s each): on a run page, the delay
