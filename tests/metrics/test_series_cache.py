@@ -150,3 +150,31 @@ def test_reads_during_ingest_always_see_a_whole_prefix(api):
     assert seen == sorted(seen)
     final = series(api, api.alpha, run["id"], "reward", max_points=200_000)["reward"]
     assert final["steps"] == list(range(1100))
+
+
+def test_a_run_recreated_under_the_same_id_is_read_again(api, db_url):
+    """A database rebuilt between two reads can hold a different run 1: the run's created_at
+    is part of the version, so its points are read whole again instead of 'extended'."""
+    from datetime import timedelta
+
+    from sqlalchemy import create_engine
+    from sqlalchemy.orm import Session
+
+    from grposcope.metrics import repository, service
+
+    run = make_run(api, api.alpha)
+    ingest(api, api.alpha, run["id"], steps_of(0, 30))
+    engine = create_engine(db_url)
+    try:
+        with Session(engine) as session:
+            version = repository.run_version(session, run["id"])
+            key_id = repository.key_ids(session, ["reward"])["reward"]
+            first = service.cached(session, run["id"], key_id, version)
+            assert service.cached(session, run["id"], key_id, version) is first
+            reads = CACHE.stats.full_reads
+            other = (version[0] + timedelta(microseconds=1), version[1])
+            again = service.cached(session, run["id"], key_id, other)
+            assert CACHE.stats.full_reads == reads + 1 and again is not first
+            assert again.cols.steps.tolist() == list(range(30))
+    finally:
+        engine.dispose()
