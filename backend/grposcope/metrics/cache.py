@@ -12,6 +12,10 @@ transaction as the points, with the version the entry was last checked at. The i
 does not know this cache exists.
 
 Bounded by the number of points held (about 17 bytes each), least recently used first out.
+
+Known cost: the count that proves a tail complete scans the series' index range, ~15-50 ms
+per 100,000 points on SQLite; a points counter kept by ingest in ``run_metrics`` would make it
+O(1), at the price of a schema change and an ingest-side write.
 """
 
 from __future__ import annotations
