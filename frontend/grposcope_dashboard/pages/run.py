@@ -167,7 +167,7 @@ clientside_callback(
         const t0 = Date.now();
         const drawn = () => {
             const g = document.querySelector('#run-reward .js-plotly-plot');
-            return g && g._fullLayout && g.data && g.data.length > 0;
+            return g && g._fullLayout && g.data;  // drawn, even if empty (no data yet)
         };
         const wait = () => (drawn() || Date.now() - t0 > 10000)
             ? requestAnimationFrame(() => resolve(init)) : setTimeout(wait, 50);
