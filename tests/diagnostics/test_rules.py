@@ -89,11 +89,25 @@ def test_policy_concentration_needs_entropy_fall_while_reward_rises():
     s, v = _curve()
     falling_entropy = 2.0 * np.exp(-s / 40.0)
     data = RunData({"reward": (s, v), "entropy": (s, falling_entropy)}, "reward")
-    assert (
-        evaluate("policy_concentration", data, defaults("policy_concentration")).status == "firing"
-    )
+    out = evaluate("policy_concentration", data, defaults("policy_concentration"))
+    assert len(out.episodes) == 1 and out.episodes[0].opened_step < 100  # during the rise
     data = RunData({"reward": (s, v[::-1]), "entropy": (s, falling_entropy)}, "reward")
-    assert evaluate("policy_concentration", data, defaults("policy_concentration")).status == "ok"
+    out = evaluate("policy_concentration", data, defaults("policy_concentration"))
+    assert out.status == "ok" and not out.episodes
+
+
+def test_policy_concentration_does_not_flap_on_a_noisy_plateau():
+    """Entropy near 0 with rare spikes and a flat noisy reward over 5,000 steps: no episode (a
+    spike leaving the window halves a near-zero entropy's mean; a flat reward "rises" half the
+    time). Judged without the noise bar, the same data opens over a dozen episodes."""
+    rng = np.random.default_rng(0)
+    s = np.arange(1, 5001)
+    entropy = 0.001 + 0.1 * (rng.random(s.size) < 0.05) * rng.random(s.size)
+    reward = 0.8 + rng.normal(0, 0.05, s.size)
+    data = RunData({"reward": (s, reward), "entropy": (s, entropy)}, "reward")
+    params = defaults("policy_concentration")
+    assert not evaluate("policy_concentration", data, params).episodes
+    assert len(evaluate("policy_concentration", data, {**params, "min_sigmas": 0}).episodes) > 10
 
 
 def test_instability_nan_is_critical_and_predicted_margin_warns_first():

@@ -48,6 +48,9 @@ RULES: dict[str, dict[str, Param]] = {
         "window": Param(50, 4, 100_000, "steps over which the entropy fall is measured", True),
         "entropy_drop": Param(0.5, 0.01, 1.0, "relative entropy fall that warns"),
         "critical_drop": Param(0.8, 0.01, 1.0, "relative entropy fall that is critical"),
+        "min_sigmas": Param(
+            2.0, 0.0, 100.0, "entropy fall and reward rise needed, in s.e. of a window difference"
+        ),
         **_windows(10, 20),
     },
     "dynamical_instability": {

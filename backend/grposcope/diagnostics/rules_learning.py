@@ -9,6 +9,7 @@ import numpy as np
 
 from grposcope.diagnostics.data import RunData
 from grposcope.diagnostics.merge import merge
+from grposcope.diagnostics.noise import causal_window_se
 from grposcope.diagnostics.rules_stuck import no_learning
 from grposcope.diagnostics.signal import finite, noise_sd, points, r, trailing_mean
 from grposcope.diagnostics.types import Sub, Trace
@@ -142,12 +143,20 @@ def policy_concentration(data: RunData, p: Params) -> Trace | str:
     w = points(p["window"], s)
     if s.size <= w or rs.size < 2:
         return f"{s.size} entropy points so far; the rule needs more than {w}"
-    smooth = trailing_mean(v, max(2, w // 5))
-    r_smooth = np.interp(s, rs, trailing_mean(rv, max(2, points(p["window"], rs) // 5)))
+    e_width, r_width = max(2, w // 5), max(2, points(p["window"], rs) // 5)
+    smooth = trailing_mean(v, e_width)
+    r_smooth = np.interp(s, rs, trailing_mean(rv, r_width))
     levels = np.zeros(s.size, dtype=np.int8)
     then = smooth[:-w]
     drop = np.where(then > 0, (then - smooth[w:]) / np.where(then > 0, then, 1.0), 0.0)
-    rising = r_smooth[w:] > r_smooth[:-w]
+    # Both moves must stand out of their own noise (a difference of two window means): on a
+    # long plateau with the entropy near 0, "falls by half" and "still rises" are coin flips,
+    # and without this the alert opened and resolved hundreds of times on a 100,000-step run.
+    e_se = causal_window_se(v, e_width)
+    r_se = np.interp(s, rs, causal_window_se(rv, r_width))
+    sig = p["min_sigmas"]
+    rising = r_smooth[w:] - r_smooth[:-w] > sig * np.hypot(r_se[w:], r_se[:-w])
+    rising &= then - smooth[w:] > sig * np.hypot(e_se[w:], e_se[:-w])
     levels[w:] = np.where(rising & (drop >= p["critical_drop"]), 3,
                           np.where(rising & (drop >= p["entropy_drop"]), 2, 0))  # fmt: skip
 
