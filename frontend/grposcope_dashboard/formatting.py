@@ -44,6 +44,16 @@ TIPS = {
     "margin_continuum": (
         "Continuum margin m = 1 − K·η_hb·K_ref / (1 − β1): the paper's closed-form threshold."
     ),
+    "zeta_exact": (
+        "Exact ζ: the damping ratio of the discrete update itself (from its dominant eigenvalue "
+        "over one regeneration period), at your hyperparameters and the measured curvature. It "
+        "crosses 1 where runs start to overshoot; the fitted ζ reads the same from the curve."
+    ),
+    "noise": (
+        "How much of the scatter around the fitted curve is sampling noise: the spread of a "
+        "mean over N completions per step (reward_std² / N). The rest is the policy's own "
+        "fluctuation plus the difficulty of the prompts drawn that step."
+    ),
     "regime": "Regime: what the fitted damping ratio means for the curve's shape.",
     "phases": (
         "Shaded phases: slow start (momentum's inertia, until the inflection), rapid rise, and "

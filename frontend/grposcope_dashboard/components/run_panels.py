@@ -106,9 +106,11 @@ def stability(fit: Mapping[str, Any] | None) -> html.Div:
             ]
         ),
         html.Div(margin_sentence(cons.get("margin_exact", cons.get("margin_continuum")))),
-        html.Div([tip("Damping ratio ζ", "zeta"), ": ", html.B(num(zeta))]),
+        html.Div(_zeta_line(zeta, cons.get("zeta_exact"))),
         html.Div([tip("Regime", "regime"), ": ", regime(fit.get("regime"))]),
     ]
+    if fit.get("noise"):
+        lines.append(noise_line(fit["noise"]))
     if not cons:
         lines.append(
             html.Div(
@@ -135,6 +137,28 @@ def stability(fit: Mapping[str, Any] | None) -> html.Div:
     if cons.get("note"):
         lines.append(html.Div(cons["note"], className="text-muted small"))
     return html.Div(lines, className="stability")
+
+
+def _zeta_line(zeta: Any, zeta_exact: Any) -> list[Any]:
+    """The fitted ζ, and beside it the exact one when the hyperparameters give it."""
+    out: list[Any] = [tip("Damping ratio ζ", "zeta"), ": ", html.B(num(zeta))]
+    if zeta_exact is not None:
+        out += [", ", tip("exact", "zeta_exact"), " ", html.B(num(zeta_exact))]
+    return out
+
+
+def noise_line(noise: Mapping[str, Any]) -> html.Div:
+    """'Sampling noise: 19 % of the scatter (N = 16 completions per step)' — says whether the
+    run's wobble is the batch being small or the policy itself moving."""
+    share = to_float(noise.get("sampling_fraction"))
+    n = to_float(noise.get("completions_per_step"))
+    if share != share or n != n:
+        return html.Div()
+    return html.Div(
+        [tip("Sampling noise", "noise"), ": ", html.B(f"{min(share, 1.0):.0%}"),
+         f" of the scatter around the fit (N = {n:.0f} completions per step)"],
+        className="text-muted small",
+    )  # fmt: skip
 
 
 def margin_sentence(margin: Any) -> str:

@@ -1,0 +1,28 @@
+"""The stability panel says what the fit knows: the exact ζ beside the fitted one when the
+hyperparameters give it, and how much of the scatter is sampling noise when the log says."""
+
+from __future__ import annotations
+
+from grposcope_dashboard.components import run_panels
+
+
+def _fit(**extra):
+    fit = {"oscillator": {"zeta": 0.8}, "regime": "oscillatory"}
+    fit.update(extra)
+    return fit
+
+
+def test_exact_zeta_shown_beside_the_fitted_one_only_when_known():
+    with_exact = repr(run_panels.stability(_fit(constrained={"zeta_exact": 0.42, "K": 3.0})))
+    assert "exact" in with_exact and "0.42" in with_exact and "0.8" in with_exact
+    without = repr(run_panels.stability(_fit()))
+    assert "0.42" not in without and "Exact ζ" not in without
+
+
+def test_noise_line_gives_the_sampling_share_of_the_scatter():
+    noise = {"sampling_fraction": 0.19, "completions_per_step": 16.0}
+    text = repr(run_panels.stability(_fit(noise=noise)))
+    assert "19%" in text and "N = 16 completions per step" in text
+    over = repr(run_panels.noise_line({"sampling_fraction": 1.7, "completions_per_step": 8}))
+    assert "100%" in over  # the log's spread over-explains the scatter: capped, not 170 %
+    assert "Sampling noise" not in repr(run_panels.stability(_fit()))
