@@ -148,10 +148,27 @@ def load_arrays(session: Session, run_id: int, key: str) -> tuple[np.ndarray, np
     Through the cache too: the worker refits a live run every few seconds, and reading only
     the new tail keeps that cheap on long runs. The arrays are copies (the cache's are shared).
     """
+    return load_many_arrays(session, run_id, [key]).get(
+        key, (EMPTY.steps.copy(), EMPTY.values.copy())
+    )
+
+
+def load_many_arrays(
+    session: Session, run_id: int, keys: list[str]
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """``load_arrays`` for several keys of one run (the rules read up to eight per refit),
+    with the run's version and the key ids read once: on Postgres under load each round trip
+    costs milliseconds, and two per key per refit took the 50-live-run refit p95 from 1.3 s
+    to 2.9 s. Keys the run has never logged are left out."""
     version = repo.run_version(session, run_id)
-    key_id = repo.key_ids(session, [key]).get(key)
-    cols = EMPTY if key_id is None else cached(session, run_id, key_id, version).cols
-    values = cols.values.copy()
-    for flag in (FLAG_NAN, FLAG_POS_INF, FLAG_NEG_INF, FLAG_NULL):
-        values[cols.flags == flag] = as_float(None, flag)
-    return cols.steps.copy(), values
+    ids = repo.key_ids(session, keys)
+    out = {}
+    for key, key_id in ids.items():
+        cols = cached(session, run_id, key_id, version).cols
+        if len(cols) == 0:
+            continue
+        values = cols.values.copy()
+        for flag in (FLAG_NAN, FLAG_POS_INF, FLAG_NEG_INF, FLAG_NULL):
+            values[cols.flags == flag] = as_float(None, flag)
+        out[key] = (cols.steps.copy(), values)
+    return out
