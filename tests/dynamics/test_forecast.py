@@ -115,6 +115,23 @@ def test_forecast_band_shape() -> None:
     assert all(lo <= m <= hi for lo, m, hi in zip(band.lo, band.mean, band.hi, strict=True))
 
 
+def test_forecast_band_ahead_is_the_window_forecast() -> None:
+    """Beyond the last step the band is predict_window's anchored forecast (a person sees the
+    forecast that is measured on real runs), not the bare fitted curve."""
+    t, y = _run(4, noise=0.03)
+    y = y.copy()
+    y[-30:] += 0.15  # the recent points sit above the curve's plateau
+    fit = fit_series(t, y)
+    band = forecast_band(fit, horizon=600)
+    steps = np.array(band.steps)
+    j = int(np.flatnonzero(steps > 400)[0])
+    at = predict_window(fit, steps[j], steps[j])
+    assert band.mean[j] == pytest.approx(at.mean, abs=1e-9)
+    assert band.mean[j] > at.model_mean + 0.04  # anchored above the curve, like the forecast
+    half = band.hi[j] - band.mean[j]
+    assert half < at.hi - at.mean  # no single-step noise in the band, so narrower
+
+
 def _constrained_fit(k_ref: int = 1):
     hyper = Hyper(lr=5e-6, momentum=0.9, k_ref=k_ref)
     co = continuum_coefficients(hyper, 4000.0)

@@ -158,7 +158,13 @@ def predict_window(result: FitResult, start: float, end: float) -> Prediction:
 
 
 def forecast_band(result: FitResult, horizon: float | None = None) -> Band:
-    """The expected metric from the first step to `horizon` (default: twice the steps seen)."""
+    """The expected metric from the first step to `horizon` (default: twice the steps seen).
+
+    Up to the last step it is the fitted curve; beyond it, the same anchored forecast as
+    ``predict_window`` (recent level + w · the curve's predicted change, with its variance),
+    so the band a person sees is the forecast that is measured and calibrated on real runs.
+    The expected level, without the noise of a single step.
+    """
     _require(result)
     sc = result.scaling
     assert sc is not None and result.first_step is not None and result.last_step is not None
@@ -168,8 +174,32 @@ def forecast_band(result: FitResult, horizon: float | None = None) -> Band:
     level, cov = _curve_and_variance(result, steps)
     drift = np.array([_drift_sd(result, float(step)) for step in steps])
     sd = np.sqrt(np.maximum(np.diag(cov), 0.0) + drift**2)
+    ahead = steps > result.last_step
+    if ahead.any():
+        level[ahead], sd[ahead] = _anchored(result, steps[ahead], drift[ahead])
     means, los, his = level.tolist(), (level - Z80 * sd).tolist(), (level + Z80 * sd).tolist()
     return Band(tuple(steps), tuple(means), tuple(los), tuple(his))
+
+
+def _anchored(
+    result: FitResult, steps: np.ndarray, drift: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """``predict_window``'s mean and sd for one-step windows at `steps` (no per-step noise),
+    all from one curve evaluation over the recent window and the steps."""
+    recent = _recent_steps(result)
+    curve, cov = _curve_and_variance(result, np.concatenate([recent, steps]))
+    nr = recent.size
+    change = curve[nr:] - np.mean(curve[:nr])
+    if np.all(np.isfinite(cov)):
+        var_change = (np.diag(cov)[nr:] - 2.0 * np.mean(cov[:nr, nr:], axis=0)
+                      + np.mean(cov[:nr, :nr]))  # fmt: skip
+    else:
+        var_change = np.full(steps.size, np.inf)
+    w = _weight(result)
+    var_recent = result.noise_sd**2 * variance_inflation(result.autocorrelation)
+    var_recent /= max(result.n_recent, 1)
+    var = var_recent + drift**2 + w * w * np.maximum(var_change, 0.0) + ((1.0 - w) * change) ** 2
+    return result.recent_level + w * change, np.sqrt(var)
 
 
 def steps_to_plateau(result: FitResult) -> float | None:
