@@ -44,6 +44,12 @@ TIPS = {
     "margin_continuum": (
         "Continuum margin m = 1 − K·η_hb·K_ref / (1 − β1): the paper's closed-form threshold."
     ),
+    "forecast": (
+        "Forecast: the recent level plus three quarters of the change the fitted curve still "
+        "predicts (less when the fit is weak). Shrinking toward what the run is doing now beat "
+        "the bare curve on real runs, and its 80 % band was calibrated there; so it can stay "
+        "below the fitted plateau, which is where the curve itself is heading."
+    ),
     "zeta_exact": (
         "Exact ζ: the damping ratio of the discrete update itself (from its dominant eigenvalue "
         "over one regeneration period), at your hyperparameters and the measured curvature. It "

@@ -109,7 +109,9 @@ def _reward_card(built: dict[str, Any]) -> dbc.Card:
             tip("slow start · rapid rise · plateau", "phases"),
             "; dotted line: ",
             tip("plateau", "plateau"),
-            " with its 80 % interval.",
+            " with its 80 % interval; dashed: the ",
+            tip("forecast", "forecast"),
+            " with its 80 % band.",
         ],
         className="small text-muted",
     )
