@@ -44,8 +44,7 @@ class RunData:
     num_generations: int | None = None
     total_steps: int | None = None
     # The run's hyperparameters for the stability predictors (a dynamics.stability.Hyper) and
-    # the curvature its sibling runs measured: (run name, K, constrained R²s, points), newest
-    # first, several per run.
+    # the curvature its sibling runs measured: (run name, K, constrained R²s, points) each.
     hyper: Any = None
     siblings: Sequence[tuple[str, float, float | None, int]] = field(default_factory=tuple)
 

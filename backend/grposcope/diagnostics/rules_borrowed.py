@@ -28,16 +28,13 @@ def borrowed_margin(data: RunData, p: Params, own_from: int | None) -> Sub | Non
     reward = data.get(data.reward_key)
     if data.hyper is None or reward is None:
         return None
-    good: dict[str, float] = {}  # each sibling's newest believable K (siblings: newest first)
-    for name, k, r2, n in data.siblings:
-        if name not in good and r2 is not None and r2 >= p["min_fit_r2"]:
-            if n >= p["min_fit_points"]:
-                good[name] = k
+    good = [(name, k) for name, k, r2, n in data.siblings
+            if r2 is not None and r2 >= p["min_fit_r2"] and n >= p["min_fit_points"]]  # fmt: skip
     if not good:
         return None
     from grposcope.dynamics.stability import continuum_margin, exact_stability
 
-    k = float(np.median(list(good.values())))
+    k = float(np.median([k for _, k in good]))
     exact = exact_stability(data.hyper, k)
     s, _ = finite(*reward)
     lv = 3 if exact.margin <= 0 else 2 if exact.margin < p["margin_warn"] else 0
@@ -49,6 +46,6 @@ def borrowed_margin(data: RunData, p: Params, own_from: int | None) -> Sub | Non
     evidence = {"margin_exact": r(exact.margin),
                 "margin_continuum": r(continuum_margin(data.hyper, k)),
                 "lag_applies": exact.lag_applies, "curvature_K": r(k, 6),
-                "curvature_from_runs": sorted(good)[:10],
+                "curvature_from_runs": sorted(name for name, _ in good)[:10],
                 "predicted": True, "borrowed_curvature": True}  # fmt: skip
     return s, level, lambda i: evidence, False
