@@ -14,10 +14,6 @@ margin apply. Three tables:
    form see the instability coming from the healthy rise?
 3. a linear lr warmup (10 % → 100 % over 250 steps) that crosses the threshold part-way.
 
-The runs of one configuration and seed share a project and arrive in ascending K_ref order, as
-in a hyperparameter sweep: until a run has a believable constrained fit of its own, its margin
-uses the median curvature its predecessors measured (`diagnostics/rules_borrowed.py`).
-
 Divergence step: the first step at which the noise-free (infinite-G) run with the same
 settings is 0.99 of the way from p* to its saturation value and stays there (for a stable
 run: never). "True fall": the largest share of its gain the run's own expected reward p_t
@@ -185,9 +181,7 @@ def replay(cfg, seed: int, tmp: Path, steps: int, scale=None):  # type: ignore[n
     from grposcope.dynamics.bandit import run
     from grposcope.worker.loop import FitWorker
 
-    # One database (one project) per configuration and seed: its runs arrive in ascending
-    # K_ref order, as in a sweep, so a run can use the curvature its predecessors measured.
-    db = tmp / f"b_{cfg.lr}_{cfg.momentum}_{cfg.beta}_{seed}_{scale is not None}.db"
+    db = tmp / f"b{cfg.k_ref}_{cfg.lr}_{cfg.momentum}_{seed}_{scale is not None}.db"
     settings = Settings(database_url=f"sqlite:///{db}", embedded_worker=False, dashboard=False,
                         fit_interval_s=0.0)  # fmt: skip
     app = create_app(settings)

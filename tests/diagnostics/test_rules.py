@@ -352,39 +352,3 @@ def test_no_learning_stays_quiet_when_the_policy_moves_or_the_reward_rises():
     assert evaluate("plateau_reached", no_kl, params).status == "unavailable"
     off = evaluate("plateau_reached", _stuck_run(1e-4), {**params, "no_gain_steps": 0})
     assert off.status == "unavailable"
-
-
-def _sweep_run(k_ref: int, siblings, n: int = 12, fits=()) -> RunData:
-    from grposcope.dynamics.stability import Hyper
-
-    hyper = Hyper(lr=0.2, optimizer="sgd", momentum=0.9, k_ref=k_ref, correction="none")
-    s = np.arange(1, n + 1)
-    return RunData({"reward": (s, np.full(n, 0.5))}, "reward", fits=fits, hyper=hyper,
-                   siblings=siblings)  # fmt: skip
-
-
-def test_margin_from_sibling_curvature_warns_from_the_first_steps():
-    """K measured on a sibling run of the sweep (bandit K = 0.105, exact threshold K_ref 9):
-    a run at K_ref 18 is critical within open_window steps, before any rise of its own; one at
-    K_ref 3 is not; unbelievable sibling fits lend nothing."""
-    params = defaults("dynamical_instability")
-    siblings = (("k1", 0.105, 0.95, 120), ("k2", 0.1, 0.9, 120))
-    out = evaluate("dynamical_instability", _sweep_run(18, siblings), params)
-    assert out.status == "firing" and out.severity == "critical"
-    assert out.current.opened_step <= 1 + params["open_window"]
-    assert out.evidence["borrowed_curvature"]
-    assert out.evidence["curvature_from_runs"] == ["k1", "k2"]
-    assert "earlier runs of this project" in out.message
-    assert evaluate("dynamical_instability", _sweep_run(3, siblings), params).status == "ok"
-    weak = (("k1", 0.105, 0.2, 120), ("k2", 0.1, 0.9, 5))
-    assert evaluate("dynamical_instability", _sweep_run(18, weak), params).status != "firing"
-
-
-def test_sibling_curvature_gives_way_to_the_runs_own():
-    """Once the run's own constrained fit is believable, its margin (here comfortable) rules."""
-    params = defaults("dynamical_instability")
-    own = tuple(FitPoint(step=k, success=True, margin_exact=0.6, margin_continuum=0.5,
-                         constrained_r2=0.9, n_points=k) for k in range(30, 61, 5))  # fmt: skip
-    data = _sweep_run(18, (("k1", 0.105, 0.95, 120),), n=60, fits=own)
-    out = evaluate("dynamical_instability", data, params)
-    assert out.status == "ok" and out.episodes[0].resolved_step is not None

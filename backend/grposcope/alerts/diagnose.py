@@ -18,7 +18,7 @@ from grposcope.diagnostics.engine import stalled
 from grposcope.diagnostics.params import effective_params
 from grposcope.diagnostics.types import Outcome
 from grposcope.fits import repository as fits_repo
-from grposcope.fits.refit import eval_key, hyper_for, total_steps
+from grposcope.fits.refit import eval_key, total_steps
 from grposcope.metrics.service import load_many_arrays
 from grposcope.models import FitSnapshot, Run
 from grposcope.runs import repository as runs_repo
@@ -38,16 +38,12 @@ def run_data(session: Session, run: Run) -> RunData:
         if first:
             wanted.add(first)
     series = load_many(session, run.id, sorted(wanted))
-    fits, siblings = [], []
-    hyper = hyper_for(run)
+    fits = []
     if reward:
         snaps = fits_repo.history(session, run.id, reward, FIT_HISTORY)
         fits = [fit_point(s) for s in snaps]
-        if hyper is not None:
-            siblings = fits_repo.sibling_curvatures(session, run, reward)
     return RunData(series=series, reward_key=reward, eval_key=ev, fits=tuple(fits),
-                   num_generations=run.num_generations, total_steps=total_steps(run),
-                   hyper=hyper, siblings=tuple(siblings))  # fmt: skip
+                   num_generations=run.num_generations, total_steps=total_steps(run))  # fmt: skip
 
 
 def load_many(session: Session, run_id: int, keys: list[str]) -> dict[str, Series]:

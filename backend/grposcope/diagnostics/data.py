@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -43,10 +42,6 @@ class RunData:
     fits: Sequence[FitPoint] = field(default_factory=tuple)
     num_generations: int | None = None
     total_steps: int | None = None
-    # The run's hyperparameters for the stability predictors (a dynamics.stability.Hyper) and
-    # the curvature its sibling runs measured: (run name, K, constrained R²s, points) each.
-    hyper: Any = None
-    siblings: Sequence[tuple[str, float, float | None, int]] = field(default_factory=tuple)
 
     def get(self, key: str | None) -> Series | None:
         if key is None or key not in self.series:

@@ -67,10 +67,6 @@ def _message(kind: str, evidence: Mapping[str, Any]) -> str:
         if "non_finite" in evidence:
             nf = evidence["non_finite"]
             return f"non-finite {', '.join(nf['keys'])} at step {nf['step']}"
-        if evidence.get("borrowed_curvature"):
-            return (f"stability margin {evidence.get('margin_exact')} (exact, with the curvature "
-                    f"K = {evidence.get('curvature_K')} measured on earlier runs of this project): "
-                    "instability ahead")  # fmt: skip
         if evidence.get("predicted"):
             return f"stability margin {evidence.get('margin_exact')} (exact): instability ahead"
         if "fall_share_of_gain" in evidence:

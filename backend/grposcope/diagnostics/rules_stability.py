@@ -10,7 +10,6 @@ import numpy as np
 
 from grposcope.diagnostics.data import CLIP_KEYS, RunData
 from grposcope.diagnostics.merge import merge
-from grposcope.diagnostics.rules_borrowed import borrowed_margin
 from grposcope.diagnostics.rules_fall import reward_fall
 from grposcope.diagnostics.rules_overshoot import overshoot
 from grposcope.diagnostics.signal import (
@@ -26,14 +25,12 @@ Params = dict[str, float]
 
 
 def dynamical_instability(data: RunData, p: Params) -> Trace | str:
-    own = _margin(data, p)
     subs = [
         _non_finite(data),
         _grad_growth(data, p),
         _clip_ratio(data, p),
         reward_fall(data, p),
-        own,
-        borrowed_margin(data, p, int(own[0][0]) if own is not None else None),
+        _margin(data, p),
         overshoot(data, p),
     ]
     subs = [s for s in subs if s is not None and s[0].size]

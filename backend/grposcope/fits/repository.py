@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from grposcope.models import FitSnapshot, Project, Run
@@ -55,35 +55,3 @@ def finished_runs(session: Session, project_id: int) -> Sequence[Run]:
 
 def get_project(session: Session, project_id: int) -> Project | None:
     return session.get(Project, project_id)
-
-
-def sibling_curvatures(
-    session: Session, run: Run, metric: str, max_runs: int = 20
-) -> list[tuple[str, float, float | None, int]]:
-    """(run name, K, constrained R²s, points) of the latest constrained fit of up to
-    `max_runs` other runs of the run's project with the same model and KL coefficient —
-    the curvature K is a property of model and task, not of lr, β1 or K_ref."""
-    same = [Run.project_id == run.project_id, Run.id != run.id,
-            Run.model_name.is_(None) if run.model_name is None
-            else Run.model_name == run.model_name,
-            Run.beta.is_(None) if run.beta is None else Run.beta == run.beta]  # fmt: skip
-    latest_ids = (
-        select(func.max(FitSnapshot.id))
-        .join(Run, Run.id == FitSnapshot.run_id)
-        .where(*same, FitSnapshot.metric == metric, FitSnapshot.margin_exact.is_not(None))
-        .group_by(FitSnapshot.run_id)
-        .order_by(func.max(FitSnapshot.id).desc())
-        .limit(max_runs)
-    )
-    rows = session.execute(
-        select(Run.name, FitSnapshot.payload)
-        .join(Run, Run.id == FitSnapshot.run_id)
-        .where(FitSnapshot.id.in_(latest_ids.scalar_subquery()))
-    ).all()
-    out = []
-    for name, payload in rows:
-        con = (payload or {}).get("constrained") or {}
-        k = con.get("K")
-        if isinstance(k, (int, float)) and k > 0:
-            out.append((name, float(k), con.get("r2_smoothed"), int(payload.get("n_points") or 0)))
-    return out
