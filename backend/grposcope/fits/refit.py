@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 from grposcope.dynamics.fit import fit_series
 from grposcope.dynamics.fit_result import FitResult, finite
 from grposcope.dynamics.forecast import compute_budget
-from grposcope.metrics.service import load_arrays
+from grposcope.metrics.service import load_many_arrays
 from grposcope.models import FitSnapshot, Run, utcnow
 from grposcope.runs.service import pick_reward_key
 
@@ -113,10 +113,15 @@ def fit_one(
     session: Session, run: Run, metric: str, cache: WarmCache | None, hyper: Any,
     force: bool = False,
 ) -> FitSnapshot | None:  # fmt: skip
-    """Fit one series and add its snapshot; None when it is empty or has no new point."""
-    steps, values = load_arrays(session, run.id, metric)
-    if steps.size == 0:
+    """Fit one series and add its snapshot; None when it is empty or has no new point.
+
+    The series, its logged spread and the logged learning rate come in one read (one version
+    and one key-id query, not three of each: this runs for every refit)."""
+    spread_key = f"{metric}_std"
+    got = load_many_arrays(session, run.id, [metric, spread_key, "learning_rate"])
+    if metric not in got:
         return None
+    steps, values = got[metric]
     last = int(steps.max())
     previous = session.execute(
         select(FitSnapshot.step, FitSnapshot.payload["constrained"])
@@ -130,8 +135,8 @@ def fit_one(
     started = time.perf_counter()
     fit_hyper = None
     if carried is None and hyper is not None:
-        fit_hyper = hyper_in_effect(session, run, hyper, steps, values)
-    sampling = sampling_for(session, run, metric, steps)
+        fit_hyper = hyper_in_effect(hyper, steps, values, got.get("learning_rate"))
+    sampling = sampling_for(run, steps, got.get(spread_key))
     result = fit_series(steps, values, metric=metric, hyper=fit_hyper, warm=warm,
                         sampling=sampling)  # fmt: skip
     if cache is not None:
@@ -153,32 +158,31 @@ def fit_one(
     return snap
 
 
-def sampling_for(session: Session, run: Run, metric: str, steps: np.ndarray) -> Any:
+def sampling_for(run: Run, steps: np.ndarray, spread: tuple[np.ndarray, np.ndarray] | None) -> Any:
     """What the log says about the sampling noise of the metric's step mean (DESIGN 2.4), or
     None: it needs the completions per optimizer step (`batch_size` from the callback) and a
     logged spread (`reward_std` for `reward`). A logged point covers `logging_steps` optimizer
     steps, read off the series' own step spacing, so its mean is over that many batches."""
     from grposcope.dynamics.noise import Sampling
 
-    if not run.batch_size or steps.size < 2:
-        return None
-    std_steps, std = load_arrays(session, run.id, f"{metric}_std")
-    if std.size == 0:
+    if not run.batch_size or steps.size < 2 or spread is None:
         return None
     spacing = max(1.0, float(np.median(np.diff(np.unique(steps)))))
     return Sampling(completions_per_step=float(run.batch_size) * spacing,
-                    reward_std=(std_steps, std))  # fmt: skip
+                    reward_std=spread)  # fmt: skip
 
 
-def hyper_in_effect(session: Session, run: Run, hyper: Any, steps: np.ndarray,
-                    values: np.ndarray) -> Any:  # fmt: skip
+def hyper_in_effect(hyper: Any, steps: np.ndarray, values: np.ndarray,
+                    lr_series: tuple[np.ndarray, np.ndarray] | None) -> Any:  # fmt: skip
     """The hyperparameters with the learning rate the fitted steps actually ran at.
 
     The reward curve measures a = η·K, so K must be read with the η in effect: under a
     warmup the logged `learning_rate` is a fraction of the configured peak, and reading the
     curve with the peak would understate K by that fraction — and with it, the danger.
     """
-    logged_steps, logged = load_arrays(session, run.id, "learning_rate")
+    if lr_series is None:
+        return hyper
+    logged_steps, logged = lr_series
     ok = np.isfinite(logged) & (logged > 0)
     logged_steps, logged = logged_steps[ok], logged[ok]
     if logged.size == 0 or steps.size < 3:
