@@ -98,12 +98,6 @@ def _curve_and_variance(result: FitResult, steps: np.ndarray) -> tuple[np.ndarra
     return sc.center + sc.scale * base, cov
 
 
-def _level_and_variance(result: FitResult, steps: np.ndarray) -> tuple[float, float]:
-    """Mean of the fitted curve over `steps` and its parameter variance."""
-    curve, cov = _curve_and_variance(result, steps)
-    return float(np.mean(curve)), max(float(np.mean(cov)), 0.0)
-
-
 def _change_and_variance(
     result: FitResult, recent: np.ndarray, target: np.ndarray
 ) -> tuple[float, float, float]:
@@ -145,16 +139,23 @@ def predict_window(result: FitResult, start: float, end: float) -> Prediction:
     n_window = max(1.0, (end - start) / max(result.step_spacing, 1e-12) + 1.0)
     steps = np.linspace(start, end, int(min(n_window, _MAX_WINDOW_POINTS)))
     model_mean, change, var_change = _change_and_variance(result, _recent_steps(result), steps)
-    inflation = variance_inflation(result.autocorrelation)
-    var_obs = result.noise_sd**2 * inflation / n_window
-    var_recent = result.noise_sd**2 * inflation / max(result.n_recent, 1)
+    var_obs = result.noise_sd**2 * variance_inflation(result.autocorrelation) / n_window
     var_drift = _drift_sd(result, 0.5 * (start + end)) ** 2
-    w = _weight(result)
-    recent = result.recent_level
-    mean = recent + w * change
-    var = var_recent + var_obs + var_drift + w * w * var_change + ((1.0 - w) * change) ** 2
+    mean, var = _combine(result, change, var_change, var_obs + var_drift)
+    mean, var = float(mean), float(var)
     half = Z80 * math.sqrt(var) if math.isfinite(var) else float("inf")
-    return Prediction(start, end, mean, mean - half, mean + half, model_mean, recent, w)
+    return Prediction(start, end, mean, mean - half, mean + half, model_mean,
+                      result.recent_level, _weight(result))  # fmt: skip
+
+
+def _combine(result: FitResult, change: Any, var_change: Any, var_extra: Any) -> tuple[Any, Any]:
+    """The anchored forecast (module docstring): recent level + w · change, and its variance
+    (recent level's noise + ``var_extra`` + the weighted change's + the shrunk-away part)."""
+    w = _weight(result)
+    var_recent = result.noise_sd**2 * variance_inflation(result.autocorrelation)
+    var_recent /= max(result.n_recent, 1)
+    var = var_recent + var_extra + w * w * var_change + ((1.0 - w) * change) ** 2
+    return result.recent_level + w * change, var
 
 
 def forecast_band(result: FitResult, horizon: float | None = None) -> Band:
@@ -195,11 +196,8 @@ def _anchored(
                       + np.mean(cov[:nr, :nr]))  # fmt: skip
     else:
         var_change = np.full(steps.size, np.inf)
-    w = _weight(result)
-    var_recent = result.noise_sd**2 * variance_inflation(result.autocorrelation)
-    var_recent /= max(result.n_recent, 1)
-    var = var_recent + drift**2 + w * w * np.maximum(var_change, 0.0) + ((1.0 - w) * change) ** 2
-    return result.recent_level + w * change, np.sqrt(var)
+    mean, var = _combine(result, change, np.maximum(var_change, 0.0), drift**2)
+    return mean, np.sqrt(var)
 
 
 def steps_to_plateau(result: FitResult) -> float | None:

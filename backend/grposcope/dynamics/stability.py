@@ -263,15 +263,6 @@ def spectral_radius(a_s: float, a_c: float, mu: float, k_ref: int, lag: Lag = "s
     raise ValueError(f"lag must be 'sawtooth' or 'constant', got {lag!r}")
 
 
-def monodromy_eigenvalues(a_s: float, a_c: float, mu: float, k_ref: int) -> np.ndarray:
-    """Eigenvalues of the sawtooth one-period map (normalised: only their arguments and ratios
-    are meaningful when the map is scaled). A dominant eigenvalue that is negative or complex
-    means the error changes sign from period to period: the oscillatory regime."""
-    refresh, between = _step_matrices(a_s, a_c, mu)
-    q, _ = _power(between, k_ref - 1)
-    return np.linalg.eigvals(q @ refresh)
-
-
 def _dominant_log(m: np.ndarray, log_scale: float) -> tuple[float, float]:
     """(ln|lambda|, |arg lambda|) of the eigenvalue of largest modulus of m·exp(log_scale)."""
     eig = np.linalg.eigvals(m)
