@@ -12,7 +12,14 @@ margin apply. Three tables:
    periods) past the threshold by a modest margin
    (1.25× and 1.5× the threshold K_ref) and one well inside it, 300 steps: can the predicted
    form see the instability coming from the healthy rise?
-3. a linear lr warmup (10 % → 100 % over 250 steps) that crosses the threshold part-way.
+3. a linear lr warmup (10 % → 100 % over 250 steps) that crosses the threshold part-way;
+4. runs that learn first: a reference policy that favours the wrong arm (p0 = 0.05–0.1), so
+   the rise has a slow start and takes several regeneration periods, past the threshold at a
+   constant lr (and two inside it). These do not saturate: they settle into a growing, then
+   bounded, oscillation about p*. Divergence here: the first step, after the noise-free run
+   has come within 10 % of its gain of p*, at which it is more than 50 % of its gain away.
+   The table also gives the curvature the worker's constrained fit read (last fit) against
+   the bandit's Hessian K.
 
 Divergence step: the first step at which the noise-free (infinite-G) run with the same
 settings is 0.99 of the way from p* to its saturation value and stays there (for a stable
@@ -39,7 +46,7 @@ STEPS, SLOW_STEPS, CHUNK, SEEDS = 200, 300, 5, (1, 2)
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tables", default="1,2,3", help="which tables to run (1,2,3)")
+    parser.add_argument("--tables", default="1,2,3,4", help="which tables to run (1,2,3,4)")
     tables = {int(t) for t in parser.parse_args().tables.split(",") if t}
     with tempfile.TemporaryDirectory() as tmp:
         if 1 in tables:
@@ -48,6 +55,8 @@ def main() -> int:
             slow_table(Path(tmp))
         if 3 in tables:
             warmup_table(Path(tmp))
+        if 4 in tables:
+            slow_start_table(Path(tmp))
     return 0
 
 
@@ -170,8 +179,39 @@ def warmup_table(tmp: Path) -> None:
             print(f"| {k} | {seed} | {cross} | {text} | {len(alerts)} |", flush=True)
 
 
-def replay(cfg, seed: int, tmp: Path, steps: int, scale=None):  # type: ignore[no-untyped-def]
-    """Send one run live; its dynamical_instability alerts and its true fall."""
+# (p0, β, lr, μ, K_ref): the reference puts p0 on the rewarded arm.
+SLOW_START = [(0.05, 0.3, 0.5, 0.9, 10), (0.1, 0.3, 0.5, 0.5, 21), (0.05, 0.3, 0.2, 0.9, 28),
+              (0.1, 0.4, 0.5, 0.9, 15), (0.1, 0.3, 0.5, 0.5, 8), (0.05, 0.3, 0.5, 0.9, 3)]  # fmt: skip
+
+
+def slow_start_table(tmp: Path) -> None:
+    import math
+
+    from grposcope.dynamics.bandit import BanditConfig, measure_stiffness, run
+
+    print("\n| p0 | config | K_ref | exact threshold | margin | seed | 90 % of the rise |"
+          " divergence step | K (Hessian) | K read by the fit (last) | instability alerts |"
+          "\n|---|---|---|---|---|---|---|---|---|---|---|")  # fmt: skip
+    for p0, beta, lr, mu, k in SLOW_START:
+        kw = dict(lr=lr, momentum=mu, beta=beta, ref_logits=(math.log(p0), math.log(1 - p0)))
+        st, thr, p_star = _setup(kw)
+        cfg = BanditConfig(G=8, k_ref=k, **kw)  # type: ignore[arg-type]
+        p = run(cfg, SLOW_STEPS, deterministic=True).expected_reward
+        gain = p_star - p[0]
+        reached = int(np.argmax(np.abs(p - p_star) <= 0.1 * abs(gain)))
+        div = next((i + 1 for i in range(reached, p.size)
+                    if abs(p[i] - p_star) > 0.5 * abs(gain)), None)  # fmt: skip
+        for seed in SEEDS:
+            alerts, _, k_fit = replay(cfg, seed, tmp, SLOW_STEPS, with_k=True)
+            print(f"| {p0} | lr={lr} μ={mu} β={beta} | {k} | {thr} | {_margin(cfg, st):+.2f} | "
+                  f"{seed} | {reached + 1} | {div} | {st.K:.3f} | "
+                  f"{'—' if k_fit is None else f'{k_fit:.3f}'} | {_alerts_text(alerts)} |",
+                  flush=True)  # fmt: skip
+
+
+def replay(cfg, seed: int, tmp: Path, steps: int, scale=None, with_k=False):  # type: ignore[no-untyped-def]
+    """Send one run live; its dynamical_instability alerts and its true fall (and, with
+    ``with_k``, the curvature K of its last constrained fit)."""
     from fastapi.testclient import TestClient
 
     from grposcope.accounts.service import create_token
@@ -204,7 +244,12 @@ def replay(cfg, seed: int, tmp: Path, steps: int, scale=None):  # type: ignore[n
         items = client.get("/api/v1/alerts", params={"run_id": run_id, "limit": 1000,
                                                       "kind": "dynamical_instability"},
                            headers=headers).json()["items"]  # fmt: skip
-    return sorted(items, key=lambda a: a["opened_step"] or 0), true_fall(tr.expected_reward)
+        fit = client.get(f"/api/v1/runs/{run_id}/fit", headers=headers).json()
+    alerts = sorted(items, key=lambda a: a["opened_step"] or 0)
+    if not with_k:
+        return alerts, true_fall(tr.expected_reward)
+    k_fit = ((fit.get("reward") or fit).get("constrained") or {}).get("K")
+    return alerts, true_fall(tr.expected_reward), k_fit
 
 
 if __name__ == "__main__":
