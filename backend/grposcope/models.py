@@ -228,16 +228,26 @@ class Webhook(Base):
 
 class WebhookDelivery(Base):
     __tablename__ = "webhook_deliveries"
+    __table_args__ = (
+        # The per-webhook rate limit counts a webhook's claims of the last minute.
+        Index("ix_webhook_deliveries_webhook_claimed", "webhook_id", "claimed_at"),
+        # Pending deliveries to claim; 'sending' ones whose claim is older than the lease.
+        Index("ix_webhook_deliveries_status_claimed", "status", "claimed_at"),
+    )
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     webhook_id: Mapped[int] = mapped_column(
         ForeignKey("webhooks.id", ondelete="CASCADE"), index=True
     )
     alert_id: Mapped[int | None] = mapped_column(ForeignKey("alerts.id", ondelete="SET NULL"))
     event: Mapped[str] = mapped_column(String(40))
-    status: Mapped[str] = mapped_column(String(20), default="pending")  # pending|delivered|failed
+    # pending | sending (claimed by a worker) | delivered | failed
+    status: Mapped[str] = mapped_column(String(20), default="pending")
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     response_code: Mapped[int | None] = mapped_column(Integer)
     last_error: Mapped[str | None] = mapped_column(Text)
     payload: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     delivered_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # When a worker last claimed it (pending → sending): the lease after which a worker that
+    # died mid-send loses it, and what the per-webhook rate limit counts.
+    claimed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
