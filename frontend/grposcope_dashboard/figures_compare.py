@@ -32,8 +32,10 @@ def overlay_figure(curves: Sequence[Mapping[str, Any]], mode: str = "smoothed") 
         if mode == "normalised":
             y = analysis.normalise(y)
         color = PALETTE[i % len(PALETTE)]
+        # SVG, not WebGL: at ≤ 2,000 server-downsampled points a run, 20 WebGL contexts cost
+        # more to start than SVG costs to draw (the run page made the same change).
         fig.add_trace(
-            go.Scattergl(
+            go.Scatter(
                 x=list(c["steps"]),
                 y=_none_nan(y),
                 name=c["label"],

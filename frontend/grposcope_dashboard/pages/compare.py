@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import dash
@@ -17,6 +18,7 @@ from grposcope_dashboard.figures import empty_figure
 from grposcope_dashboard.pages.runs import FONT
 
 MAX_RUNS = 20
+LOAD_THREADS = 8  # concurrent API reads when loading the runs to compare
 GRAPH_CONFIG = {"displaylogo": False}
 TABLE_STYLE = {
     "style_cell": {
@@ -113,18 +115,22 @@ def _card(title: str, body: Any) -> dbc.Card:
 
 
 def load_runs(api: api_client.Api, run_ids: list[int]) -> list[dict[str, Any]]:
-    """Each run's detail, fit and reward series (downsampled by the server)."""
-    out = []
-    for run_id in run_ids[:MAX_RUNS]:
-        run = api.run(run_id)
-        key = run.get("reward_key")
-        series = api.series(run_id, [key])[key] if key else {"steps": [], "values": []}
-        run["fit"] = api.fit(run_id) or run.get("fit")
-        run["label"] = f"{run['team']}/{run['name']}"
-        run["steps"], run["values"] = series["steps"], series["values"]
-        run["G"] = (run.get("hyperparameters") or {}).get("num_generations")
-        out.append(run)
-    return out
+    """Each run's detail, fit and reward series (downsampled by the server), in the order
+    asked. The runs are read concurrently: three requests per run, one after the other for
+    20 runs, were most of the page's open time."""
+    with ThreadPoolExecutor(max_workers=LOAD_THREADS) as pool:
+        return list(pool.map(lambda run_id: _load_run(api, run_id), run_ids[:MAX_RUNS]))
+
+
+def _load_run(api: api_client.Api, run_id: int) -> dict[str, Any]:
+    run = api.run(run_id)
+    key = run.get("reward_key")
+    series = api.series(run_id, [key])[key] if key else {"steps": [], "values": []}
+    run["fit"] = api.fit(run_id) or run.get("fit")
+    run["label"] = f"{run['team']}/{run['name']}"
+    run["steps"], run["values"] = series["steps"], series["values"]
+    run["G"] = (run.get("hyperparameters") or {}).get("num_generations")
+    return run
 
 
 @callback(
