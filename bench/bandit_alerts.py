@@ -180,14 +180,16 @@ def warmup_table(tmp: Path) -> None:
 
 
 # (p0, β, lr, μ, K_ref): the reference puts p0 on the rewarded arm.
-SLOW_START = [(0.05, 0.3, 0.5, 0.9, 10), (0.1, 0.3, 0.5, 0.5, 21), (0.05, 0.3, 0.2, 0.9, 28),
-              (0.1, 0.4, 0.5, 0.9, 15), (0.1, 0.3, 0.5, 0.5, 8), (0.05, 0.3, 0.5, 0.9, 3)]  # fmt: skip
+SLOW_START = [
+    (0.05, 0.3, 0.5, 0.9, 10), (0.1, 0.3, 0.5, 0.5, 21), (0.05, 0.3, 0.2, 0.9, 28),
+    (0.1, 0.4, 0.5, 0.9, 15), (0.1, 0.3, 0.5, 0.5, 8), (0.05, 0.3, 0.5, 0.9, 3),
+]  # fmt: skip
 
 
 def slow_start_table(tmp: Path) -> None:
     import math
 
-    from grposcope.dynamics.bandit import BanditConfig, measure_stiffness, run
+    from grposcope.dynamics.bandit import BanditConfig, run
 
     print("\n| p0 | config | K_ref | exact threshold | margin | seed | 90 % of the rise |"
           " divergence step | K (Hessian) | K read by the fit (last) | instability alerts |"
@@ -212,44 +214,15 @@ def slow_start_table(tmp: Path) -> None:
 def replay(cfg, seed: int, tmp: Path, steps: int, scale=None, with_k=False):  # type: ignore[no-untyped-def]
     """Send one run live; its dynamical_instability alerts and its true fall (and, with
     ``with_k``, the curvature K of its last constrained fit)."""
-    from fastapi.testclient import TestClient
-
-    from grposcope.accounts.service import create_token
-    from grposcope.app import create_app
-    from grposcope.config import Settings
-    from grposcope.db import session_scope
+    from grposcope.bandit_replay import replay_bandit
     from grposcope.dynamics.bandit import run
-    from grposcope.worker.loop import FitWorker
 
     db = tmp / f"b{cfg.k_ref}_{cfg.lr}_{cfg.momentum}_{seed}_{scale is not None}.db"
-    settings = Settings(database_url=f"sqlite:///{db}", embedded_worker=False, dashboard=False,
-                        fit_interval_s=0.0)  # fmt: skip
-    app = create_app(settings)
     tr = run(cfg, steps, seed=seed, lr_scale=scale)
-    lrs = cfg.lr * (np.ones(steps) if scale is None else scale)
-    with TestClient(app) as client:
-        with session_scope(app.state.session_factory) as session:
-            headers = {"Authorization": f"Bearer {create_token(session, 'b', 'writer')[1]}"}
-        hyper = {"learning_rate": cfg.lr, "optimizer": "sgd", "momentum": cfg.momentum,
-                 "k_ref": cfg.k_ref, "correction": "none", "num_generations": cfg.G}  # fmt: skip
-        body = {"project": "bandit", "name": f"k{cfg.k_ref}", "hyperparameters": hyper}
-        run_id = client.post("/api/v1/runs", json=body, headers=headers).json()["id"]
-        worker = FitWorker(app.state.engine, app.state.session_factory, settings)
-        rows = [{"step": int(s), "metrics": {"reward": float(r), "learning_rate": float(lr)}}
-                for s, r, lr in zip(tr.steps, tr.reward, lrs, strict=True)]  # fmt: skip
-        for lo in range(0, len(rows), CHUNK):
-            client.post(f"/api/v1/runs/{run_id}/ingest", json={"steps": rows[lo:lo + CHUNK]},
-                        headers=headers)  # fmt: skip
-            worker.run_once()
-        items = client.get("/api/v1/alerts", params={"run_id": run_id, "limit": 1000,
-                                                      "kind": "dynamical_instability"},
-                           headers=headers).json()["items"]  # fmt: skip
-        fit = client.get(f"/api/v1/runs/{run_id}/fit", headers=headers).json()
-    alerts = sorted(items, key=lambda a: a["opened_step"] or 0)
+    alerts, fit = replay_bandit(cfg, tr, db, lr_scale=scale, chunk=CHUNK)
     if not with_k:
         return alerts, true_fall(tr.expected_reward)
-    k_fit = ((fit.get("reward") or fit).get("constrained") or {}).get("K")
-    return alerts, true_fall(tr.expected_reward), k_fit
+    return alerts, true_fall(tr.expected_reward), (fit.get("constrained") or {}).get("K")
 
 
 if __name__ == "__main__":

@@ -4,8 +4,8 @@ exact stability threshold is flagged from its early, healthy rise — before it 
 from __future__ import annotations
 
 import pytest
-from fastapi.testclient import TestClient
 
+from grposcope.bandit_replay import replay_bandit
 from grposcope.demo import BanditScenario, bandit_trajectory
 from grposcope.dynamics.bandit import measure_stiffness
 from grposcope.dynamics.stability import exact_stability
@@ -14,34 +14,9 @@ STEPS, CHUNK = 160, 5
 
 
 def replay(tmp_path, scenario: BanditScenario) -> tuple[list[dict], dict]:
-    from grposcope.accounts.service import create_token
-    from grposcope.app import create_app
-    from grposcope.config import Settings
-    from grposcope.db import session_scope
-    from grposcope.worker.loop import FitWorker
-
-    settings = Settings(database_url=f"sqlite:///{tmp_path / 'w.db'}", embedded_worker=False,
-                        dashboard=False, fit_interval_s=0.0)  # fmt: skip
-    app = create_app(settings)
     cfg, scale, tr = bandit_trajectory(scenario, seed=0, steps=STEPS)
-    with TestClient(app) as client:
-        with session_scope(app.state.session_factory) as session:
-            headers = {"Authorization": f"Bearer {create_token(session, 'b', 'writer')[1]}"}
-        hyper = {"learning_rate": cfg.lr, "optimizer": "sgd", "momentum": cfg.momentum,
-                 "k_ref": cfg.k_ref, "correction": "none", "num_generations": cfg.G}  # fmt: skip
-        body = {"project": "bandit", "name": scenario.name, "hyperparameters": hyper}
-        run_id = client.post("/api/v1/runs", json=body, headers=headers).json()["id"]
-        worker = FitWorker(app.state.engine, app.state.session_factory, settings)
-        rows = [{"step": int(s), "metrics": {"reward": float(r), "learning_rate": cfg.lr * f}}
-                for s, r, f in zip(tr.steps, tr.reward, scale, strict=True)]  # fmt: skip
-        for lo in range(0, len(rows), CHUNK):
-            client.post(f"/api/v1/runs/{run_id}/ingest", json={"steps": rows[lo:lo + CHUNK]},
-                        headers=headers)  # fmt: skip
-            worker.run_once()
-        alerts = client.get("/api/v1/alerts", params={"run_id": run_id, "limit": 1000,
-                            "kind": "dynamical_instability"}, headers=headers).json()["items"]
-        fit = client.get(f"/api/v1/runs/{run_id}/fit", headers=headers).json()
-    return sorted(alerts, key=lambda a: a["opened_step"]), fit
+    return replay_bandit(cfg, tr, tmp_path / "w.db", lr_scale=scale, chunk=CHUNK,
+                         name=scenario.name)  # fmt: skip
 
 
 def crossing_step(scenario: BanditScenario) -> int:
