@@ -32,3 +32,63 @@ def test_no_pending_autogenerate_diff(fresh_url):
         diff = compare_metadata(context, Base.metadata)
     engine.dispose()
     assert diff == []
+
+
+def test_claimed_at_migration_up_down_up(fresh_url):
+    """0002 adds webhook_deliveries.claimed_at and its indexes, stamping rows already 'sending'
+    (so the lease returns them instead of leaving them stuck); down to 0001 and up again."""
+    from datetime import datetime, timezone
+
+    import sqlalchemy as sa
+    from alembic import command
+
+    from grposcope.db import alembic_config
+
+    cfg = alembic_config(fresh_url)
+    command.upgrade(cfg, "0001")
+    engine = make_engine(fresh_url)
+    now = datetime.now(timezone.utc)
+    created = sa.DateTime(timezone=True)
+    teams = sa.table("teams", sa.column("id"), sa.column("name"), sa.column("created_at", created))
+    hooks = sa.table("webhooks", *(sa.column(c) for c in (
+        "id", "team_id", "url", "secret", "format", "min_severity", "enabled")),
+        sa.column("created_at", created))  # fmt: skip
+    deliveries = sa.table("webhook_deliveries", *(sa.column(c) for c in (
+        "id", "webhook_id", "event", "status", "attempts")), sa.column("payload", sa.JSON),
+        sa.column("created_at", created))  # fmt: skip
+    with engine.begin() as conn:
+        conn.execute(teams.insert().values(id=1, name="t", created_at=now))
+        conn.execute(hooks.insert().values(id=1, team_id=1, url="https://x", secret="s",
+                                           format="json", min_severity="info", enabled=True,
+                                           created_at=now))  # fmt: skip
+        conn.execute(deliveries.insert(), [
+            {"id": i, "webhook_id": 1, "event": "opened", "status": status, "attempts": 1,
+             "payload": {}, "created_at": now}
+            for i, status in ((1, "sending"), (2, "pending"), (3, "delivered"))])  # fmt: skip
+
+    def columns_and_indexes():
+        inspector = sa.inspect(engine)
+        return ({c["name"] for c in inspector.get_columns("webhook_deliveries")},
+                {i["name"] for i in inspector.get_indexes("webhook_deliveries")})  # fmt: skip
+
+    ours = {"ix_webhook_deliveries_status_claimed", "ix_webhook_deliveries_webhook_claimed"}
+    for _ in range(2):
+        command.upgrade(cfg, "head")
+        columns, indexes = columns_and_indexes()
+        assert "claimed_at" in columns and ours <= indexes
+        with engine.connect() as conn:
+            rows = dict(conn.execute(sa.text(
+                "SELECT id, claimed_at FROM webhook_deliveries ORDER BY id")).all())  # fmt: skip
+        assert rows[1] is not None and rows[2] is None and rows[3] is None
+        command.downgrade(cfg, "0001")
+        columns, indexes = columns_and_indexes()
+        assert "claimed_at" not in columns and not ours & indexes
+        with engine.connect() as conn:  # the rows survive the SQLite table rebuild
+            statuses = conn.execute(sa.text(
+                "SELECT status FROM webhook_deliveries ORDER BY id")).scalars().all()  # fmt: skip
+        assert statuses == ["sending", "pending", "delivered"]
+    command.upgrade(cfg, "head")
+    with engine.connect() as conn:
+        context = MigrationContext.configure(conn, opts={"compare_type": True})
+        assert compare_metadata(context, Base.metadata) == []
+    engine.dispose()

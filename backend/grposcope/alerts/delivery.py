@@ -1,5 +1,6 @@
 """Webhook delivery, off the request path: signed POSTs with bounded retries and a per-webhook
-rate limit; every delivery is a row (the delivery log) whatever its fate.
+rate limit that holds across worker processes; every delivery is a row (the delivery log)
+whatever its fate, and a worker that dies mid-send loses nothing.
 
 - Signature: ``X-Grposcope-Signature: sha256=<hex HMAC-SHA256 of the exact body bytes>`` with
   the webhook's secret; the receiver recomputes it over the raw body.
@@ -8,10 +9,25 @@ rate limit; every delivery is a row (the delivery log) whatever its fate.
 - Retries: up to ``max_attempts`` with exponential backoff; a timeout, a connection error or
   a non-2xx answer counts as a failed attempt; after the last one the row says ``failed``
   with the last code and error.
-- Rate limit: a token bucket per webhook (``rate_per_minute``); a delivery over the limit
-  stays pending and goes out when a token is back, so an alert storm is smoothed, not lost.
-- Several workers: a delivery is claimed pending → sending with a conditional UPDATE, so it is
-  sent by exactly one of them. The rate limit is per process.
+- Claims: a delivery is claimed pending → sending with ``claimed_at = now`` by a conditional
+  UPDATE, so of several workers exactly one sends it. A worker claims no more than it has idle
+  send threads, so a claimed delivery starts sending at once.
+- Lease: a delivery still ``sending`` ``lease_s`` after its claim (max_attempts × timeout_s +
+  the backoffs + ``lease_margin_s``, longer than a send can take) was left by a worker that died;
+  every worker's dispatch loop puts such rows back to pending (at most every ``requeue_every_s``,
+  logged) and they go out again, their ``attempts`` kept. The cost is at-least-once: a worker
+  killed after the receiver answered but before it recorded the outcome, or a send that outran
+  the lease (an answer trickling in slower than the timeouts), is posted again with the same
+  ``X-Grposcope-Delivery`` id, which receivers can deduplicate on.
+- Rate limit: at most ``rate_per_minute`` claims per webhook in any 60 s, counted in the
+  database (``claimed_at`` within the last 60 s, whatever the row's status now), so it holds
+  for all worker processes together. A delivery over the limit stays pending and goes out when
+  the window has room, so an alert storm is smoothed, not lost. The count and the claims after
+  it run under a per-webhook lock (a row lock on Postgres, the write lock on SQLite), so two
+  workers cannot both see room for the same last slot. What is left: ``claimed_at`` is each
+  worker's own clock, so workers whose clocks disagree by s seconds can let a claim through up
+  to s seconds early (keep them on NTP); deliveries a pre-0002 worker claimed carry no
+  ``claimed_at`` and are not counted.
 """
 
 from __future__ import annotations
@@ -22,7 +38,9 @@ import json
 import logging
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
@@ -35,6 +53,7 @@ from grposcope.models import Webhook, WebhookDelivery, utcnow
 log = logging.getLogger("grposcope.webhooks")
 
 SIGNATURE_HEADER = "X-Grposcope-Signature"
+RATE_WINDOW = timedelta(seconds=60)  # rate_per_minute counts the claims of this window
 
 
 def sign(secret: str, body: bytes) -> str:
@@ -61,26 +80,9 @@ def slack_text(payload: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-class TokenBucket:
-    def __init__(self, per_minute: float, clock: Any = time.monotonic) -> None:
-        self.capacity = max(1.0, per_minute)
-        self.rate = per_minute / 60.0
-        self.clock = clock
-        self.tokens = self.capacity
-        self.at = clock()
-
-    def take(self) -> bool:
-        now = self.clock()
-        self.tokens = min(self.capacity, self.tokens + (now - self.at) * self.rate)
-        self.at = now
-        if self.tokens >= 1.0:
-            self.tokens -= 1.0
-            return True
-        return False
-
-
 class Deliverer:
-    """Polls pending deliveries and sends them on a small thread pool."""
+    """Polls pending deliveries and sends them on a small thread pool; requeues deliveries whose
+    worker died."""
 
     def __init__(
         self,
@@ -93,6 +95,9 @@ class Deliverer:
         poll_s: float = 0.5,
         threads: int = 4,
         transport: httpx.BaseTransport | None = None,
+        lease_margin_s: float = 60.0,
+        requeue_every_s: float = 5.0,
+        clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self.factory = factory
         self.max_attempts = max_attempts
@@ -100,7 +105,14 @@ class Deliverer:
         self.backoff_s = backoff_s
         self.rate_per_minute = rate_per_minute
         self.poll_s = poll_s
-        self._buckets: dict[int, TokenBucket] = {}
+        self.threads = threads
+        self.clock = clock
+        # Longer than one send can take: every attempt timing out, plus the sleeps between them.
+        backoffs = sum(backoff_s * 2**attempt for attempt in range(max_attempts - 1))
+        self.lease_s = max_attempts * timeout_s + backoffs + lease_margin_s
+        self.requeue_every_s = requeue_every_s
+        self._next_requeue: datetime | None = None
+        self._in_flight = 0
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="grposcope-hook")
         self._client = httpx.Client(timeout=timeout_s, transport=transport,
                                     follow_redirects=False)  # fmt: skip
@@ -119,28 +131,76 @@ class Deliverer:
             stop.wait(self.poll_s)
 
     def dispatch(self, wait: bool = False) -> int:
-        """Claim what the rate limits allow and send it; `wait` blocks until sent (tests)."""
-        futures = [self._pool.submit(self.send, d) for d in self._claim()]
+        """Requeue stuck deliveries (every `requeue_every_s`), claim what the idle threads and
+        the rate limits allow and send it; `wait` blocks until sent (tests)."""
+        now = self.clock()
+        every = timedelta(seconds=self.requeue_every_s)
+        # Due, or the clock went back (a stepped clock must not hold the sweep off for long).
+        if self._next_requeue is None or not now < self._next_requeue <= now + every:
+            self._next_requeue = now + every
+            self.requeue(now)
+        futures = []
+        for webhook_id in self._claimable_webhooks():
+            with self._lock:
+                room = self.threads - self._in_flight
+            if room <= 0:
+                break
+            # Each webhook's claims commit on their own and go to the pool at once: an error on
+            # a later webhook leaves nothing claimed and unsent here until the lease runs out.
+            with session_scope(self.factory) as session:
+                claimed = self._claim_webhook(session, webhook_id, room)
+            for delivery_id in claimed:
+                with self._lock:
+                    self._in_flight += 1
+                future = self._pool.submit(self.send, delivery_id)
+                future.add_done_callback(self._sent)
+                futures.append(future)
         if wait:
             for f in futures:
                 f.result()
         return len(futures)
 
-    def _claim(self) -> list[int]:
-        claimed = []
-        with session_scope(self.factory) as session:
-            for delivery_id, webhook_id in repo.pending_deliveries(session, 100):
-                if not self._bucket(webhook_id).take():
-                    continue
-                if repo.claim_delivery(session, delivery_id):
-                    claimed.append(delivery_id)
-        return claimed
-
-    def _bucket(self, webhook_id: int) -> TokenBucket:
+    def _sent(self, _future: Future[str]) -> None:
         with self._lock:
-            if webhook_id not in self._buckets:
-                self._buckets[webhook_id] = TokenBucket(self.rate_per_minute)
-            return self._buckets[webhook_id]
+            self._in_flight -= 1
+
+    def requeue(self, now: datetime | None = None) -> int:
+        """Put deliveries claimed more than a lease ago and still 'sending' back to pending."""
+        before = (now or self.clock()) - timedelta(seconds=self.lease_s)
+        with session_scope(self.factory) as session:
+            count = repo.requeue_stuck(session, before)
+        if count:
+            log.warning("requeued %d webhook deliveries left sending by a worker that stopped "
+                        "(claimed over %.0f s ago)", count, self.lease_s)  # fmt: skip
+        return count
+
+    def _claimable_webhooks(self) -> list[int]:
+        """Webhooks with pending deliveries and room under their rate limit, read without a
+        lock: a stale count only puts a claim off to the next poll (counts grow only by
+        claims), and `_claim_webhook` counts again under the lock."""
+        with self._lock:
+            if self._in_flight >= self.threads:
+                return []
+        with session_scope(self.factory) as session:
+            since = self.clock() - RATE_WINDOW
+            return [w for w in repo.pending_webhooks(session)
+                    if repo.claims_since(session, w, since) < self.rate_per_minute]  # fmt: skip
+
+    def _claim_webhook(self, session: Session, webhook_id: int, room: int) -> list[int]:
+        """Claim up to `room` of a webhook's pending deliveries while its claims of the last 60 s
+        are fewer than the rate limit, under the webhook's lock (released at commit)."""
+        if not repo.lock_webhook(session, webhook_id):
+            return []
+        now = self.clock()
+        count = repo.claims_since(session, webhook_id, now - RATE_WINDOW)
+        claimed = []
+        for delivery_id in repo.pending_deliveries(session, webhook_id, room):
+            if count >= self.rate_per_minute:
+                break
+            if repo.claim_delivery(session, delivery_id, now):
+                claimed.append(delivery_id)
+                count += 1
+        return claimed
 
     def send(self, delivery_id: int) -> str:
         """Send one claimed delivery with retries; records the outcome; returns its status."""

@@ -90,33 +90,73 @@ def deliveries(session: Session, webhook_id: int, limit: int) -> list[WebhookDel
     return list(session.scalars(query))
 
 
-def pending_deliveries(session: Session, limit: int) -> list[tuple[int, int]]:
-    """(delivery id, webhook id) of pending deliveries, oldest first."""
+def pending_webhooks(session: Session) -> list[int]:
+    """Webhooks with pending deliveries, the one whose oldest pending delivery is oldest first."""
     query = (
-        select(WebhookDelivery.id, WebhookDelivery.webhook_id)
+        select(WebhookDelivery.webhook_id)
         .where(WebhookDelivery.status == "pending")
+        .group_by(WebhookDelivery.webhook_id)
+        .order_by(func.min(WebhookDelivery.id))
+    )
+    return list(session.scalars(query))
+
+
+def pending_deliveries(session: Session, webhook_id: int, limit: int) -> list[int]:
+    """Ids of one webhook's pending deliveries, oldest first."""
+    query = (
+        select(WebhookDelivery.id)
+        .where(WebhookDelivery.webhook_id == webhook_id, WebhookDelivery.status == "pending")
         .order_by(WebhookDelivery.id)
         .limit(limit)
     )
-    return [(d, w) for d, w in session.execute(query)]
+    return list(session.scalars(query))
 
 
-def claim_delivery(session: Session, delivery_id: int) -> bool:
-    """pending → sending, atomically: of several workers exactly one wins a delivery."""
+def lock_webhook(session: Session, webhook_id: int) -> bool:
+    """Serialise the claimers of one webhook until this transaction ends, so that a rate-limit
+    count and the claims after it see every other worker's committed claims. Postgres: a row
+    lock (FOR NO KEY UPDATE, which does not block inserting deliveries that reference the row);
+    SQLite: the database write lock, taken by a no-op write before anything is read. False if
+    the webhook is gone."""
+    if session.get_bind().dialect.name == "postgresql":
+        query = select(Webhook.id).where(Webhook.id == webhook_id).with_for_update(key_share=True)
+        return session.scalar(query) is not None
+    result = session.execute(
+        update(Webhook)
+        .where(Webhook.id == webhook_id)
+        .values(enabled=Webhook.enabled)
+        .execution_options(synchronize_session=False)
+    )
+    return result.rowcount == 1
+
+
+def claims_since(session: Session, webhook_id: int, since: datetime) -> int:
+    """How many of a webhook's deliveries were claimed at or after `since`, whatever their
+    status now."""
+    query = select(func.count()).where(
+        WebhookDelivery.webhook_id == webhook_id, WebhookDelivery.claimed_at >= since
+    )
+    return session.scalar(query) or 0
+
+
+def claim_delivery(session: Session, delivery_id: int, now: datetime) -> bool:
+    """pending → sending with claimed_at = now, atomically: of several workers exactly one wins
+    a delivery."""
     result = session.execute(
         update(WebhookDelivery)
         .where(WebhookDelivery.id == delivery_id, WebhookDelivery.status == "pending")
-        .values(status="sending")
+        .values(status="sending", claimed_at=now)
         .execution_options(synchronize_session=False)
     )
     return result.rowcount == 1
 
 
 def requeue_stuck(session: Session, before: datetime) -> int:
-    """Deliveries left 'sending' by a worker that died go back to pending."""
+    """Deliveries still 'sending' on a claim older than `before` (the worker that claimed them
+    died) go back to pending; their attempts are kept. Returns how many."""
     result = session.execute(
         update(WebhookDelivery)
-        .where(WebhookDelivery.status == "sending", WebhookDelivery.created_at < before)
+        .where(WebhookDelivery.status == "sending", WebhookDelivery.claimed_at < before)
         .values(status="pending")
         .execution_options(synchronize_session=False)
     )
