@@ -97,9 +97,11 @@ def constant_table(tmp: Path) -> None:
 def slow_table(tmp: Path) -> None:
     from grposcope.dynamics.bandit import BanditConfig, run
 
-    print("\n| config | K_ref | exact threshold | margin | seed | rise to 90 % | divergence step |"
-          " true fall | first instability alert | lead (steps) |"
-          "\n|---|---|---|---|---|---|---|---|---|---|")
+    print(
+        "\n| config | K_ref | exact threshold | margin | seed | rise to 90 % | divergence step |"
+        " true fall | first instability alert | lead (steps) |"
+        "\n|---|---|---|---|---|---|---|---|---|---|"
+    )
     for kw in SLOW:
         st, thr, p_star = _setup(kw)
         t = thr or 8
@@ -162,8 +164,10 @@ def warmup_table(tmp: Path) -> None:
     from grposcope.dynamics.bandit import BanditConfig, measure_stiffness
     from grposcope.dynamics.stability import exact_stability
 
-    print("\n| K_ref | seed | step the lr crosses the threshold | first instability alert (any "
-          "severity) | alerts |\n|---|---|---|---|---|")
+    print(
+        "\n| K_ref | seed | step the lr crosses the threshold | first instability alert (any "
+        "severity) | alerts |\n|---|---|---|---|---|"
+    )
     for k in (1, 4, 24, 32):
         cfg = BanditConfig(rewards=(1.0, 0.0), lr=0.5, momentum=0.5, beta=0.5, G=32, k_ref=k)
         st = measure_stiffness(cfg)

@@ -102,8 +102,9 @@ def transition_table(rows: list[dict]) -> tuple[list[str], dict[str, int]]:
     for row in rows:
         r: SweepResult = row["result"]
         osc, exact_k = r.measured_oscillatory_k_ref, r.predicted_oscillatory_k_ref_exact
-        cont, moment = r.predicted_oscillatory_k_ref_continuum, (
-            r.predicted_oscillatory_k_ref_continuum_lag_moments
+        cont, moment = (
+            r.predicted_oscillatory_k_ref_continuum,
+            (r.predicted_oscillatory_k_ref_continuum_lag_moments),
         )
         located = osc is not None and osc > 1
         k_ok, z_ok = _k_ok(osc, exact_k), _zeta_ok(r)

@@ -138,7 +138,7 @@ def noise_ceilings(steps: np.ndarray, values: np.ndarray) -> tuple[float, float]
 
 def learns(values: np.ndarray) -> bool:
     n = values.size
-    first, last = values[: max(3, n // 10)], values[-max(3, n // 5):]
+    first, last = values[: max(3, n // 10)], values[-max(3, n // 5) :]
     se = math.sqrt(first.var(ddof=1) / first.size + last.var(ddof=1) / last.size)
     gain = last.mean() - first.mean()
     return bool(gain > 3 * se and gain > 0.25 * values.std())
@@ -160,14 +160,21 @@ def forecast_test(steps: np.ndarray, values: np.ndarray, **kw: object) -> tuple:
     exp_mean = float(np.mean(single_exponential(steps[target], e.p_star, e.p0, e.rate, e.t0)))
     # The single exponential given the oscillator forecast's anchoring: recent level plus the
     # same weight times the exponential's change from the recent window to the target.
-    recent = steps[seen][-res.n_recent:]
+    recent = steps[seen][-res.n_recent :]
     exp_recent = float(np.mean(single_exponential(recent, e.p_star, e.p0, e.rate, e.t0)))
     exp_anchored = res.recent_level + pred.weight * (exp_mean - exp_recent)
     v_seen = values[seen]
-    naive = [v_seen[-max(3, int(f * v_seen.size)):].mean() for f in (0.1, 0.25)]
-    return (abs(pred.mean - truth) / sd, abs(exp_mean - truth) / sd,
-            [abs(n - truth) / sd for n in naive],
-            pred.lo <= truth <= pred.hi, pred, truth, sd, abs(exp_anchored - truth) / sd)
+    naive = [v_seen[-max(3, int(f * v_seen.size)) :].mean() for f in (0.1, 0.25)]
+    return (
+        abs(pred.mean - truth) / sd,
+        abs(exp_mean - truth) / sd,
+        [abs(n - truth) / sd for n in naive],
+        pred.lo <= truth <= pred.hi,
+        pred,
+        truth,
+        sd,
+        abs(exp_anchored - truth) / sd,
+    )
 
 
 def delayed_exponential_aic(steps: np.ndarray, values: np.ndarray) -> float:
@@ -206,11 +213,22 @@ def score_run(path: Path, **kw: object) -> RunScore:
     ft = forecast_test(steps, values, **kw)
     ceilings = noise_ceilings(steps, values)
     return RunScore(
-        name=path.stem, n=steps.size, learns=learns(values), r2s=osc.r2_smoothed,
-        d_aic=osc.aic - exp.aic, err_osc=ft[0], err_exp=ft[1], err_exp_anchored=ft[7],
-        err_naive=ft[2][0], err_naive25=ft[2][1],
-        covered=ft[3], zeta=osc.zeta, t0_used=len(full.theta) > 4,
-        ceil_white=ceilings[0], ceil_window=ceilings[1], noise=full.noise,
+        name=path.stem,
+        n=steps.size,
+        learns=learns(values),
+        r2s=osc.r2_smoothed,
+        d_aic=osc.aic - exp.aic,
+        err_osc=ft[0],
+        err_exp=ft[1],
+        err_exp_anchored=ft[7],
+        err_naive=ft[2][0],
+        err_naive25=ft[2][1],
+        covered=ft[3],
+        zeta=osc.zeta,
+        t0_used=len(full.theta) > 4,
+        ceil_white=ceilings[0],
+        ceil_window=ceilings[1],
+        noise=full.noise,
         d_aic_delayed=osc.aic - min(exp.aic, delayed_exponential_aic(steps, values)),
     )
 
@@ -221,46 +239,61 @@ def summarise(scores: list[RunScore], label: str) -> None:
     if learning:
         r2 = np.median([s.r2s for s in learning])
         beats = np.mean([s.d_aic < 0 for s in learning])
-        print(f"learning runs: median smoothed R² {r2:.3f} (noise ceiling: white "
-              f"{np.median([s.ceil_white for s in learning]):.3f}, window "
-              f"{np.nanmedian([s.ceil_window for s in learning]):.3f}); oscillator lower AIC on "
-              f"{beats:.0%} ({sum(s.d_aic < 0 for s in learning)}/{len(learning)}); "
-              f"t0 used on {sum(s.t0_used for s in learning)}; lower AIC than the better of the "
-              f"plain and the delayed exponential on "
-              f"{sum(s.d_aic_delayed < 0 for s in learning)}/{len(learning)}")
+        print(
+            f"learning runs: median smoothed R² {r2:.3f} (noise ceiling: white "
+            f"{np.median([s.ceil_white for s in learning]):.3f}, window "
+            f"{np.nanmedian([s.ceil_window for s in learning]):.3f}); oscillator lower AIC on "
+            f"{beats:.0%} ({sum(s.d_aic < 0 for s in learning)}/{len(learning)}); "
+            f"t0 used on {sum(s.t0_used for s in learning)}; lower AIC than the better of the "
+            f"plain and the delayed exponential on "
+            f"{sum(s.d_aic_delayed < 0 for s in learning)}/{len(learning)}"
+        )
     for group, runs in (("all runs", scores), ("learning runs", learning)):
         if not runs:
             continue
-        print(f"forecast 40% -> last 20% ({group}): median |err|/std oscillator "
-              f"{np.median([s.err_osc for s in runs]):.3f}, single exp "
-              f"{np.median([s.err_exp for s in runs]):.3f} (anchored like the oscillator: "
-              f"{np.median([s.err_exp_anchored for s in runs]):.3f}), naive "
-              f"{np.median([s.err_naive for s in runs]):.3f} (last 10 %) / "
-              f"{np.median([s.err_naive25 for s in runs]):.3f} (last 25 %); 80% interval coverage "
-              f"{np.mean([s.covered for s in runs]):.0%}")
+        print(
+            f"forecast 40% -> last 20% ({group}): median |err|/std oscillator "
+            f"{np.median([s.err_osc for s in runs]):.3f}, single exp "
+            f"{np.median([s.err_exp for s in runs]):.3f} (anchored like the oscillator: "
+            f"{np.median([s.err_exp_anchored for s in runs]):.3f}), naive "
+            f"{np.median([s.err_naive for s in runs]):.3f} (last 10 %) / "
+            f"{np.median([s.err_naive25 for s in runs]):.3f} (last 25 %); 80% interval coverage "
+            f"{np.mean([s.covered for s in runs]):.0%}"
+        )
     split = [s.noise.sampling_fraction for s in scores if s.noise is not None]
     if split:
-        print(f"noise split on {len(split)} runs: sampling / residual variance median "
-              f"{np.median(split):.2f} (range {min(split):.2f}-{max(split):.2f})")
+        print(
+            f"noise split on {len(split)} runs: sampling / residual variance median "
+            f"{np.median(split):.2f} (range {min(split):.2f}-{max(split):.2f})"
+        )
 
 
 def _row(s: RunScore) -> str:
     nz = s.noise
-    noise = "   -     -     -  " if nz is None else (
-        f"{nz.completions_per_step:4.0f} {nz.sampling_fraction:5.2f} "
-        f"{math.sqrt(nz.dynamical_var):7.3g}")
-    return (f"{s.name[:50]:50s} {s.n:5d} {str(s.learns):6s} {s.r2s:6.3f} {s.ceil_white:6.3f} "
-            f"{s.ceil_window:6.3f} {s.d_aic:7.1f} {'t0' if s.t0_used else '  '} {s.zeta:6.2f} "
-            f"{s.err_osc:5.2f} {s.err_exp:5.2f} {s.err_naive:5.2f} {'yes' if s.covered else 'NO '} "
-            f"{noise}")
+    noise = (
+        "   -     -     -  "
+        if nz is None
+        else (
+            f"{nz.completions_per_step:4.0f} {nz.sampling_fraction:5.2f} "
+            f"{math.sqrt(nz.dynamical_var):7.3g}"
+        )
+    )
+    return (
+        f"{s.name[:50]:50s} {s.n:5d} {str(s.learns):6s} {s.r2s:6.3f} {s.ceil_white:6.3f} "
+        f"{s.ceil_window:6.3f} {s.d_aic:7.1f} {'t0' if s.t0_used else '  '} {s.zeta:6.2f} "
+        f"{s.err_osc:5.2f} {s.err_exp:5.2f} {s.err_naive:5.2f} {'yes' if s.covered else 'NO '} "
+        f"{noise}"
+    )
 
 
 def run_folder(folders: list[Path], **kw: object) -> None:
     allscores: list[RunScore] = []
     for folder in folders:
         scores = []
-        print(f"\n{'run':50s} {'n':>5s} learns  R2s  ceil_w ceil_b   dAIC    zeta  e_osc e_exp "
-              "e_nai cov    N samp/res dyn_sd")
+        print(
+            f"\n{'run':50s} {'n':>5s} learns  R2s  ceil_w ceil_b   dAIC    zeta  e_osc e_exp "
+            "e_nai cov    N samp/res dyn_sd"
+        )
         for path in sorted(folder.glob("*.csv")):
             s = score_run(path, **kw)
             scores.append(s)
@@ -289,12 +322,16 @@ def learn_priors(folder: Path) -> None:
             _, smooth = moving_average(s, v, smoothing_width(v.size))
             lo, hi = np.percentile(smooth, [10, 90])
             pos.append((osc.p_star - lo) / (hi - lo))
-        print(f"{path.stem[:50]:50s} zeta {osc.zeta:6.2f} T/span "
-              f"{1 / (osc.omega0 * steps[-1]):6.3f} p* {osc.p_star:7.3f}")
+        print(
+            f"{path.stem[:50]:50s} zeta {osc.zeta:6.2f} T/span "
+            f"{1 / (osc.omega0 * steps[-1]):6.3f} p* {osc.p_star:7.3f}"
+        )
     for name, xs in (("log_zeta", log_z), ("log_timescale", log_t), ("plateau_position", pos)):
         xs = np.array(xs)
-        print(f"{name}: mean {xs.mean():.3f} sd {xs.std(ddof=1):.3f} "
-              f"(x1.25 -> {1.25 * xs.std(ddof=1):.3f}); median {np.median(xs):.3f}, n {xs.size}")
+        print(
+            f"{name}: mean {xs.mean():.3f} sd {xs.std(ddof=1):.3f} "
+            f"(x1.25 -> {1.25 * xs.std(ddof=1):.3f}); median {np.median(xs):.3f}, n {xs.size}"
+        )
 
 
 def calibrate(folder: Path) -> None:
@@ -316,8 +353,10 @@ def calibrate(folder: Path) -> None:
                     p = predict_window(res, lo_s, hi_s)
                     cover.append(p.lo <= truth <= p.hi)
                     errs.append(abs(p.mean - truth) / values.std())
-        print(f"kappa {kappa:4.2f}: coverage {np.mean(cover):.0%} over {len(cover)} forecasts, "
-              f"median |err|/std {np.median(errs):.3f}")
+        print(
+            f"kappa {kappa:4.2f}: coverage {np.mean(cover):.0%} over {len(cover)} forecasts, "
+            f"median |err|/std {np.median(errs):.3f}"
+        )
 
 
 def fit_priors_kappa(kappa: float) -> None:

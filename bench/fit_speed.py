@@ -57,9 +57,11 @@ def main() -> int:
         print(f"{f'warm refit, +10 points, {n:,}':34s} {wall:9.1f} {cpu:9.1f}")
         binned, full = fit_series(t, y), fit_series(t, y, max_points=n)
         bo, fo = binned.oscillator, full.oscillator
-        print(f"  binning cost at {n:,}: |dp*| {abs(bo.p_star - fo.p_star):.4f} (range 2), "
-              f"|dzeta|/zeta {abs(bo.zeta - fo.zeta) / fo.zeta:.4f}, "
-              f"dR2s {bo.r2_smoothed - fo.r2_smoothed:+.4f}")
+        print(
+            f"  binning cost at {n:,}: |dp*| {abs(bo.p_star - fo.p_star):.4f} (range 2), "
+            f"|dzeta|/zeta {abs(bo.zeta - fo.zeta) / fo.zeta:.4f}, "
+            f"dR2s {bo.r2_smoothed - fo.r2_smoothed:+.4f}"
+        )
     return 0
 
 

@@ -137,8 +137,11 @@ def mlflow_sender(base: str, run_id: str, steps_per_batch: int):  # type: ignore
                    for s in range(first, first + steps_per_batch)
                    for k, v in step_values(s).items()]  # fmt: skip
         for i in range(0, len(metrics), MLFLOW_MAX_METRICS):
-            mlflow_call(conn, "runs/log-batch",
-                        {"run_id": run_id, "metrics": metrics[i : i + MLFLOW_MAX_METRICS]})
+            mlflow_call(
+                conn,
+                "runs/log-batch",
+                {"run_id": run_id, "metrics": metrics[i : i + MLFLOW_MAX_METRICS]},
+            )
         return len(metrics)
 
     return send

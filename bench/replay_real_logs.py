@@ -183,8 +183,10 @@ def report(results: list[dict]) -> None:
     if n_normal:
         print(f"\nnormal runs: {n_normal}, critical alerts {normal_crit} "
               f"({normal_crit / n_normal:.2f} per run)")  # fmt: skip
-        print("alerts on normal runs by kind and severity: "
-              + (", ".join(f"{k} {n}" for k, n in sorted(normal_warn.items())) or "none"))
+        print(
+            "alerts on normal runs by kind and severity: "
+            + (", ".join(f"{k} {n}" for k, n in sorted(normal_warn.items())) or "none")
+        )
 
 
 if __name__ == "__main__":

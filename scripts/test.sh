@@ -5,4 +5,5 @@ cd "$(dirname "$0")/.."
 python -m pip install -q torch==2.13.0
 python -m pip install -q -e '.[test]'
 ruff check .
+ruff format --check .
 python -m pytest -q -p no:cacheprovider "$@"

@@ -35,8 +35,12 @@ def test_token_create_prints_the_token_alone_on_the_last_line(live_server):
 
 
 def test_import_then_runs_list_and_show(live_server, tmp_path):
-    state = {"log_history": [{"step": s, "reward": s / 100, "loss": 0.1, "epoch": 0.01 * s}
-                             for s in range(1, 61)] + [{"step": 60, "train_runtime": 12.0}]}
+    state = {
+        "log_history": [
+            {"step": s, "reward": s / 100, "loss": 0.1, "epoch": 0.01 * s} for s in range(1, 61)
+        ]
+        + [{"step": 60, "train_runtime": 12.0}]
+    }
     path = tmp_path / "trainer_state.json"
     path.write_text(json.dumps(state))
     env = {"GRPOSCOPE_URL": live_server.url, "GRPOSCOPE_TOKEN": live_server.token("ml", "writer")}
@@ -48,8 +52,17 @@ def test_import_then_runs_list_and_show(live_server, tmp_path):
     assert again["id"] == imported["id"] and again["inserted"] == 0
 
     runs = json.loads(cli("runs", "list", "--json", env=env).stdout)
-    assert runs == [{"id": imported["id"], "name": "baseline", "project": "old-runs",
-                     "team": "ml", "status": "finished", "last_step": 60, "open_alerts": 0}]
+    assert runs == [
+        {
+            "id": imported["id"],
+            "name": "baseline",
+            "project": "old-runs",
+            "team": "ml",
+            "status": "finished",
+            "last_step": 60,
+            "open_alerts": 0,
+        }
+    ]
     shown = json.loads(cli("runs", "show", "baseline", "--json", env=env).stdout)
     assert set(shown) == {"id", "name", "project", "team", "status", "hyperparameters",
                           "n_steps", "last_step", "fit", "alerts"}  # fmt: skip

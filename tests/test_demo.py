@@ -30,8 +30,9 @@ def test_demo_shows_live_runs_a_forecast_and_an_alert(tmp_path):
         assert seen["runs"] >= 4, seen  # three bandits and the tiny GRPOTrainer
         assert seen["fitted"], seen
         assert "dynamical_instability" in seen["alert_kinds"], seen
-        page = httpx.get(f"http://127.0.0.1:{port}/?token={token}", timeout=30,
-                         follow_redirects=True)
+        page = httpx.get(
+            f"http://127.0.0.1:{port}/?token={token}", timeout=30, follow_redirects=True
+        )
         assert page.status_code == 200
     finally:
         proc.send_signal(signal.SIGINT)

@@ -23,12 +23,14 @@ def test_csv_with_gaps_unsorted_and_duplicates(tmp_path: Path) -> None:
 
 
 def test_trainer_state(tmp_path: Path) -> None:
-    state = {"log_history": [
-        {"step": 1, "reward": 0.1, "loss": 0.0, "note": "x"},
-        {"step": 2, "reward": 0.3, "flag": True},
-        {"step": 2, "eval_reward": 0.2},
-        {"train_runtime": 12.0},
-    ]}
+    state = {
+        "log_history": [
+            {"step": 1, "reward": 0.1, "loss": 0.0, "note": "x"},
+            {"step": 2, "reward": 0.3, "flag": True},
+            {"step": 2, "eval_reward": 0.2},
+            {"train_runtime": 12.0},
+        ]
+    }
     p = tmp_path / "trainer_state.json"
     p.write_text(json.dumps(state))
     series = read_log(p)
@@ -62,10 +64,11 @@ def test_missing_file(tmp_path: Path) -> None:
 def test_guess_reward_key_order() -> None:
     assert guess_reward_key(["loss", "train/reward", "reward"]) == "reward"
     assert guess_reward_key(["train/answer_reward", "train/reward"]) == "train/reward"
-    assert guess_reward_key(["train/format_reward", "train/answer_reward"]) == \
-        "train/answer_reward"
-    assert guess_reward_key(["reward_std", "rewards/f/mean", "eval_reward", "my_reward"]) == \
-        "my_reward"
+    assert guess_reward_key(["train/format_reward", "train/answer_reward"]) == "train/answer_reward"
+    assert (
+        guess_reward_key(["reward_std", "rewards/f/mean", "eval_reward", "my_reward"])
+        == "my_reward"
+    )
     assert guess_reward_key(["loss", "kl"]) is None
 
 

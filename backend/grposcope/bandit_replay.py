@@ -55,7 +55,10 @@ def replay_bandit(
             client.post(f"/api/v1/runs/{run_id}/ingest", json={"steps": rows[lo:lo + chunk]},
                         headers=headers)  # fmt: skip
             worker.run_once()
-        alerts = client.get("/api/v1/alerts", params={"run_id": run_id, "limit": 1000,
-                            "kind": "dynamical_instability"}, headers=headers).json()["items"]
+        alerts = client.get(
+            "/api/v1/alerts",
+            params={"run_id": run_id, "limit": 1000, "kind": "dynamical_instability"},
+            headers=headers,
+        ).json()["items"]
         fit = client.get(f"/api/v1/runs/{run_id}/fit", headers=headers).json()
     return sorted(alerts, key=lambda a: a["opened_step"] or 0), fit

@@ -83,8 +83,13 @@ def stream_bandit(scenario: BanditScenario, seed: int, stop: threading.Event) ->
 
 
 def start_trainer(url: str, token: str, max_steps: int, log_path: str) -> subprocess.Popen:
-    env = {**os.environ, "GRPOSCOPE_URL": url, "GRPOSCOPE_TOKEN": token,
-           "GRPOSCOPE_PROJECT": "tiny-grpo", "GRPOSCOPE_RUN_NAME": "tiny-qwen2-sum-digits"}
+    env = {
+        **os.environ,
+        "GRPOSCOPE_URL": url,
+        "GRPOSCOPE_TOKEN": token,
+        "GRPOSCOPE_PROJECT": "tiny-grpo",
+        "GRPOSCOPE_RUN_NAME": "tiny-qwen2-sum-digits",
+    }
     cmd = [sys.executable, "-m", "grposcope.demo_trainer", "--max-steps", str(max_steps)]
     with open(log_path, "ab") as out:  # the child keeps its own handle
         return subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)

@@ -135,9 +135,7 @@ class RunMetric(Base):
     key lists and the runs page avoid scanning the points table."""
 
     __tablename__ = "run_metrics"
-    run_id: Mapped[int] = mapped_column(
-        ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True
-    )
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
     key_id: Mapped[int] = mapped_column(ForeignKey("metric_keys.id"), primary_key=True)
     last_step: Mapped[int] = mapped_column(BigInteger)
     last_value: Mapped[float | None] = mapped_column(Float)

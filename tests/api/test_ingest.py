@@ -74,8 +74,16 @@ def test_a_bad_record_rejects_the_whole_batch(api):
 
 
 def test_create_or_resume_is_idempotent_on_run_key(api):
-    first = make_run(api, api.alpha, hyperparameters={"learning_rate": 1e-6,
-                     "steps_per_generation": 4, "num_iterations": 2, "optimizer": "adamw_torch"})
+    first = make_run(
+        api,
+        api.alpha,
+        hyperparameters={
+            "learning_rate": 1e-6,
+            "steps_per_generation": 4,
+            "num_iterations": 2,
+            "optimizer": "adamw_torch",
+        },
+    )
     response = api.client.post(
         "/api/v1/runs", json={"project": "gsm8k", "name": "run-a", "run_key": "key-a"},
         headers=api.headers(api.alpha),

@@ -31,8 +31,9 @@ def test_json_contract(log_csv: Path, capsys) -> None:
     assert main(["fit", str(log_csv), "--predict", "150:200", "--json"]) == 0
     out = _json(capsys)
     assert out["metric"] == "train/reward" and out["n_points"] == 200
-    assert {"oscillator", "single_exponential", "regime", "plateau", "phases",
-            "prediction"} <= set(out)
+    assert {"oscillator", "single_exponential", "regime", "plateau", "phases", "prediction"} <= set(
+        out
+    )
     assert out["prediction"]["from"] == 150 and out["prediction"]["to"] == 200
     assert "constrained" not in out
 
@@ -79,10 +80,12 @@ def test_not_a_log(tmp_path: Path, capsys) -> None:
 
 @pytest.mark.parametrize(
     "body",
-    ["step,reward\n1,0.5\n2,0.5\n3,0.5\n4,0.5\n5,0.5\n6,0.5\n7,0.5\n8,0.5\n9,0.5\n",
-     "step,reward\n1,nan\n2,nan\n3,nan\n",
-     "step,reward\n1,0.1\n2,0.2\n",
-     "step,reward\n"],
+    [
+        "step,reward\n1,0.5\n2,0.5\n3,0.5\n4,0.5\n5,0.5\n6,0.5\n7,0.5\n8,0.5\n9,0.5\n",
+        "step,reward\n1,nan\n2,nan\n3,nan\n",
+        "step,reward\n1,0.1\n2,0.2\n",
+        "step,reward\n",
+    ],
 )
 def test_insufficient_data(tmp_path: Path, capsys, body: str) -> None:
     p = tmp_path / "short.csv"
@@ -98,7 +101,7 @@ def test_trainer_state_and_real_log(tmp_path: Path, capsys, real_logs: Path) -> 
     src = real_logs / "cs336_damek_qwen25math15b_gsm8k_r1zero_G8.csv"
     assert main(["fit", str(src), "--json"]) == 0
     assert _json(capsys)["metric"] == "train/answer_reward"
-    state = {"log_history": [{"step": s, "reward": 1 - 0.9 ** s} for s in range(1, 40)]}
+    state = {"log_history": [{"step": s, "reward": 1 - 0.9**s} for s in range(1, 40)]}
     p = tmp_path / "trainer_state.json"
     p.write_text(json.dumps(state))
     assert main(["fit", str(p), "--json"]) == 0

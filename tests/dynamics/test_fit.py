@@ -194,8 +194,16 @@ def test_json_contract() -> None:
     out = fit_series(t, y, metric="train/reward").to_json(predict=(400, 500))
     text = json.dumps(out, allow_nan=False)  # valid JSON, no NaN literals
     assert json.loads(text) == out
-    assert {"n_points", "metric", "oscillator", "single_exponential", "regime", "plateau",
-            "phases", "prediction"} <= set(out)
+    assert {
+        "n_points",
+        "metric",
+        "oscillator",
+        "single_exponential",
+        "regime",
+        "plateau",
+        "phases",
+        "prediction",
+    } <= set(out)
     assert set(out["oscillator"]) >= {"p_star", "p0", "omega0", "zeta", "r2", "r2_smoothed", "aic"}
     assert set(out["single_exponential"]) >= {"p_star", "p0", "rate", "r2", "r2_smoothed", "aic"}
     assert set(out["plateau"]) == {"value", "lo", "hi"}

@@ -80,9 +80,23 @@ def test_json_adds_noise_and_keeps_contract_keys() -> None:
     out = fit_series(t, y, sampling=Sampling(N_COMPLETIONS, reward_std=(t, std))).to_json()
     text = json.dumps(out, allow_nan=False)
     assert json.loads(text)["noise"]["source"] == "reward_std"
-    assert set(out["noise"]) == {"residual_var", "sampling_var", "dynamical_var",
-                                 "sampling_fraction", "completions_per_step", "source", "n_steps"}
-    assert {"n_points", "metric", "oscillator", "single_exponential", "regime", "plateau",
-            "phases"} <= set(out)
+    assert set(out["noise"]) == {
+        "residual_var",
+        "sampling_var",
+        "dynamical_var",
+        "sampling_fraction",
+        "completions_per_step",
+        "source",
+        "n_steps",
+    }
+    assert {
+        "n_points",
+        "metric",
+        "oscillator",
+        "single_exponential",
+        "regime",
+        "plateau",
+        "phases",
+    } <= set(out)
     n = out["noise"]
     assert n["dynamical_var"] == pytest.approx(max(0.0, n["residual_var"] - n["sampling_var"]))

@@ -29,19 +29,40 @@ def register(subparsers: Any) -> None:
     p.add_argument("--predict", metavar="FROM:TO", help="predict the mean metric over steps")
     p.add_argument("--lr", type=float, help="learning rate: enables the constrained fit")
     p.add_argument("--momentum", type=float, default=0.9, help="beta1 / momentum (0.9)")
-    p.add_argument("--k-ref", type=int, default=1, dest="k_ref",
-                   help="optimizer steps per generation batch x num_iterations (1)")
+    p.add_argument(
+        "--k-ref",
+        type=int,
+        default=1,
+        dest="k_ref",
+        help="optimizer steps per generation batch x num_iterations (1)",
+    )
     p.add_argument("--optimizer", choices=("adamw", "sgd"), default="adamw")
-    p.add_argument("--correction", choices=("none", "is", "is_clipped"), default="none",
-                   help="importance correction of stale samples (none)")
-    p.add_argument("--completions-per-step", type=float, dest="completions", metavar="N",
-                   help="prompts per step x group size G: splits the residual variance into "
-                   "sampling noise and dynamical fluctuation (JSON key 'noise')")
-    p.add_argument("--std-metric", dest="std_metric", metavar="KEY",
-                   help="per-completion reward spread column (default: METRIC_std, "
-                   "reward_std for reward, .../std for .../mean)")
-    p.add_argument("--binary", action="store_true",
-                   help="0/1 reward: sampling variance p(1-p)/N where no spread column exists")
+    p.add_argument(
+        "--correction",
+        choices=("none", "is", "is_clipped"),
+        default="none",
+        help="importance correction of stale samples (none)",
+    )
+    p.add_argument(
+        "--completions-per-step",
+        type=float,
+        dest="completions",
+        metavar="N",
+        help="prompts per step x group size G: splits the residual variance into "
+        "sampling noise and dynamical fluctuation (JSON key 'noise')",
+    )
+    p.add_argument(
+        "--std-metric",
+        dest="std_metric",
+        metavar="KEY",
+        help="per-completion reward spread column (default: METRIC_std, "
+        "reward_std for reward, .../std for .../mean)",
+    )
+    p.add_argument(
+        "--binary",
+        action="store_true",
+        help="0/1 reward: sampling variance p(1-p)/N where no spread column exists",
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=handle)
 
@@ -110,8 +131,13 @@ def _hyper(args: argparse.Namespace) -> Any:
     from grposcope.dynamics.stability import Hyper
 
     try:
-        return Hyper(lr=args.lr, optimizer=args.optimizer, momentum=args.momentum,
-                     k_ref=args.k_ref, correction=args.correction)
+        return Hyper(
+            lr=args.lr,
+            optimizer=args.optimizer,
+            momentum=args.momentum,
+            k_ref=args.k_ref,
+            correction=args.correction,
+        )
     except ValueError as exc:
         raise CliError(str(exc)) from None
 
@@ -163,20 +189,26 @@ def format_human(d: dict[str, Any]) -> str:
     ]
     if "prediction" in d:
         p = d["prediction"]
-        lines.append(f"prediction, mean over steps {p['from']:g}–{p['to']:g}: {_num(p['mean'])} "
-                     f"(80 %: {_num(p['lo'])} to {_num(p['hi'])})")
+        lines.append(
+            f"prediction, mean over steps {p['from']:g}–{p['to']:g}: {_num(p['mean'])} "
+            f"(80 %: {_num(p['lo'])} to {_num(p['hi'])})"
+        )
     if d.get("noise"):
         n = d["noise"]
-        lines.append(f"noise per step: residual var {_num(n['residual_var'])} = sampling "
-                     f"{_num(n['sampling_var'])} ({n['source']}, "
-                     f"N={_num(n['completions_per_step'])}) + dynamical "
-                     f"{_num(n['dynamical_var'])}")
+        lines.append(
+            f"noise per step: residual var {_num(n['residual_var'])} = sampling "
+            f"{_num(n['sampling_var'])} ({n['source']}, "
+            f"N={_num(n['completions_per_step'])}) + dynamical "
+            f"{_num(n['dynamical_var'])}"
+        )
     if "constrained" in d:
         c = d["constrained"]
-        lines.append(f"constrained: K={_num(c['K'])} M={_num(c['M'])} C={_num(c['C'])} "
-                     f"K_eff={_num(c['K_eff'])} zeta={_num(c['zeta'], '.3f')} ({c['regime']})  "
-                     f"margin continuum={_num(c['margin_continuum'], '.3f')} "
-                     f"exact={_num(c['margin_exact'], '.3f')}")
+        lines.append(
+            f"constrained: K={_num(c['K'])} M={_num(c['M'])} C={_num(c['C'])} "
+            f"K_eff={_num(c['K_eff'])} zeta={_num(c['zeta'], '.3f')} ({c['regime']})  "
+            f"margin continuum={_num(c['margin_continuum'], '.3f')} "
+            f"exact={_num(c['margin_exact'], '.3f')}"
+        )
         if c.get("note"):
             lines.append(f"  {c['note']}")
     return "\n".join(lines)

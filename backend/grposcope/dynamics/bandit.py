@@ -357,7 +357,11 @@ def run(
     start = cfg.log_ref if theta0 is None else np.asarray(theta0, dtype=float)
     rng = None if deterministic else np.random.default_rng(seed)
     p, batch = simulate(
-        cfg, start[None, :], int(steps), G=None if deterministic else cfg.G, rng=rng,
+        cfg,
+        start[None, :],
+        int(steps),
+        G=None if deterministic else cfg.G,
+        rng=rng,
         lr_scale=lr_scale,
     )
     return Trajectory(steps=np.arange(1, steps + 1), expected_reward=p[:-1, 0], reward=batch[:, 0])

@@ -103,11 +103,12 @@ def _change_and_variance(
 ) -> tuple[float, float, float]:
     """(curve mean over target, curve change recent → target, parameter variance of it)."""
     curve, cov = _curve_and_variance(result, np.concatenate([recent, target]))
-    contrast = np.concatenate([np.full(recent.size, -1.0 / recent.size),
-                               np.full(target.size, 1.0 / target.size)])
+    contrast = np.concatenate(
+        [np.full(recent.size, -1.0 / recent.size), np.full(target.size, 1.0 / target.size)]
+    )
     change = float(contrast @ curve)
     var = float(contrast @ cov @ contrast) if np.all(np.isfinite(cov)) else float("inf")
-    return float(np.mean(curve[recent.size:])), change, max(var, 0.0)
+    return float(np.mean(curve[recent.size :])), change, max(var, 0.0)
 
 
 def _weight(result: FitResult) -> float:

@@ -49,14 +49,35 @@ class WhatIf:
     values: tuple[float, ...]
 
     def to_json(self) -> dict[str, Any]:
-        out = {k: getattr(self, k) for k in (
-            "K", "M", "C", "K_eff", "omega0", "zeta", "regime", "margin_continuum",
-            "margin_exact", "lag_applies", "note", "slow_start_end", "plateau_start",
-            "spread_ratio", "steps", "values",
-        )}
+        out = {
+            k: getattr(self, k)
+            for k in (
+                "K",
+                "M",
+                "C",
+                "K_eff",
+                "omega0",
+                "zeta",
+                "regime",
+                "margin_continuum",
+                "margin_exact",
+                "lag_applies",
+                "note",
+                "slow_start_end",
+                "plateau_start",
+                "spread_ratio",
+                "steps",
+                "values",
+            )
+        }
         h = self.hyper
-        out["hyperparameters"] = {"lr": h.lr, "optimizer": h.optimizer, "momentum": h.momentum,
-                                  "k_ref": h.k_ref, "correction": h.correction}
+        out["hyperparameters"] = {
+            "lr": h.lr,
+            "optimizer": h.optimizer,
+            "momentum": h.momentum,
+            "k_ref": h.k_ref,
+            "correction": h.correction,
+        }
         return finite(out)
 
 
@@ -101,10 +122,21 @@ def what_if(
             raise ValueError("group_size needs current_group_size (the fitted run's G)")
         ratio = spread_for_group_size(1.0, current_group_size, group_size)
     return WhatIf(
-        hyper=hyper, K=c.K, M=co.M, C=co.C, K_eff=co.K_eff, omega0=co.omega0, zeta=co.zeta,
-        regime=co.regime, margin_continuum=float(continuum_margin(hyper, c.K)),
-        margin_exact=float(exact.margin), lag_applies=bool(exact.lag_applies),
-        note=str(exact.note), slow_start_end=slow_end, plateau_start=plateau,
-        spread_ratio=ratio, steps=tuple(float(v) for v in t),
+        hyper=hyper,
+        K=c.K,
+        M=co.M,
+        C=co.C,
+        K_eff=co.K_eff,
+        omega0=co.omega0,
+        zeta=co.zeta,
+        regime=co.regime,
+        margin_continuum=float(continuum_margin(hyper, c.K)),
+        margin_exact=float(exact.margin),
+        lag_applies=bool(exact.lag_applies),
+        note=str(exact.note),
+        slow_start_end=slow_end,
+        plateau_start=plateau,
+        spread_ratio=ratio,
+        steps=tuple(float(v) for v in t),
         values=tuple(float(v) for v in values),
     )

@@ -205,7 +205,7 @@ def _rise_end(values: np.ndarray) -> int:
     width = max(3, v.size // 20)
     smooth = np.convolve(v, np.ones(width) / width, mode="valid")
     start = smooth[0]
-    end = np.mean(smooth[-max(1, smooth.size // 4):])
+    end = np.mean(smooth[-max(1, smooth.size // 4) :])
     progress = (smooth - start) / (end - start) if end != start else np.ones_like(smooth)
     reached = np.flatnonzero(progress >= 0.9)
     return int(min(reached[0] + width, v.size - 1)) if reached.size else v.size - 1
