@@ -131,24 +131,28 @@ def group_size_figure(runs: Sequence[Mapping[str, Any]]) -> go.Figure:
             row=1,
             col=1,
         )
-    labels, products = [], []
-    for run in runs:
-        if run.get("G"):
-            labels.append(f"{run['label']} (G={run['G']})")
-            products.append(analysis.fluctuation(analysis.floats(run["values"])) * int(run["G"]))
+    # One bar per run, coloured like its G's mean path on the left and labelled by G; the
+    # run's name is in the hover (names are too long for ticks).
+    colour = {g: PALETTE[i % len(PALETTE)] for i, g in enumerate(sorted(by_g))}
+    bars = [run for run in runs if run.get("G")]
+    products = [analysis.fluctuation(analysis.floats(r["values"])) * int(r["G"]) for r in bars]
     fig.add_trace(
         go.Bar(
-            x=labels,
+            x=list(range(len(bars))),
             y=_none_nan(products),
             name="variance × G",
             showlegend=False,
-            marker_color="#868e96",
+            marker_color=[colour[int(r["G"])] for r in bars],
+            hovertext=[f"{r['label']} (G={r['G']})" for r in bars],
+            hoverinfo="text+y",
         ),
         row=1,
         col=2,
     )
+    fig.update_xaxes(
+        tickvals=list(range(len(bars))), ticktext=[f"G={r['G']}" for r in bars], row=1, col=2
+    )
     fig.update_xaxes(title_text="step", row=1, col=1)
-    fig.update_xaxes(showticklabels=False, row=1, col=2)
     base_layout(fig, height=340, hovermode="closest")
     fig.update_layout(legend={"y": -0.25, "yanchor": "top"}, margin={"t": 40, "b": 70})
     return fig

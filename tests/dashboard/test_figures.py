@@ -95,6 +95,11 @@ def test_group_size_panel_needs_two_group_sizes() -> None:
     assert "different G" in fc.group_size_figure([run]).layout.annotations[0].text
     fig = fc.group_size_figure([run, {**run, "label": "b", "G": 8}])
     assert len(fig.data) == 3  # two mean paths and the bar chart
+    bars = fig.data[2]
+    assert list(fig.layout.xaxis2.ticktext) == ["G=4", "G=8"]
+    # each bar wears its G's colour from the mean paths on the left, and names its run
+    assert list(bars.marker.color) == [fig.data[0].line.color, fig.data[1].line.color]
+    assert list(bars.hovertext) == ["a (G=4)", "b (G=8)"]
 
 
 def test_parameter_rows_and_run_rows_format_numbers() -> None:
