@@ -190,14 +190,7 @@ def _constrained_json(c: ConstrainedFit) -> dict[str, Any]:
         "zeta_exact",
     )
     out = {k: getattr(c, k) for k in keys}
-    h = c.hyper
-    out["hyperparameters"] = {
-        "lr": h.lr,
-        "optimizer": h.optimizer,
-        "momentum": h.momentum,
-        "k_ref": h.k_ref,
-        "correction": h.correction,
-    }
+    out["hyperparameters"] = c.hyper.to_json()
     return out
 
 

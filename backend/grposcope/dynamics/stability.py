@@ -95,6 +95,16 @@ class Hyper:
             return float(self.stale_fraction)
         return DEFAULT_STALE_FRACTION[self.correction]
 
+    def to_json(self) -> dict[str, float | int | str]:
+        """The hyperparameters as the fit and what-if JSON report them (DESIGN 4)."""
+        return {
+            "lr": self.lr,
+            "optimizer": self.optimizer,
+            "momentum": self.momentum,
+            "k_ref": self.k_ref,
+            "correction": self.correction,
+        }
+
 
 def heavy_ball(h: Hyper) -> tuple[float, float]:
     """Map the optimizer to heavy-ball form (eta_hb, mu).

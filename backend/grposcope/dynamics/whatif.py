@@ -70,14 +70,7 @@ class WhatIf:
                 "values",
             )
         }
-        h = self.hyper
-        out["hyperparameters"] = {
-            "lr": h.lr,
-            "optimizer": h.optimizer,
-            "momentum": h.momentum,
-            "k_ref": h.k_ref,
-            "correction": h.correction,
-        }
+        out["hyperparameters"] = self.hyper.to_json()
         return finite(out)
 
 
