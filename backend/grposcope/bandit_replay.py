@@ -25,14 +25,20 @@ def replay_bandit(
     lr_scale: np.ndarray | None = None,
     chunk: int = 5,
     name: str | None = None,
+    supply_curvature: bool = False,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """(dynamical_instability alerts sorted by opened step, the latest reward fit)."""
+    """(dynamical_instability alerts sorted by opened step, the latest reward fit).
+
+    ``supply_curvature`` sends the bandit's Hessian stiffness and its stale share with the
+    hyperparameters (``curvature``, ``stale_fraction``), as a run that brings a curvature
+    measured before it started; otherwise the worker has only the run's own fit to read K."""
     from fastapi.testclient import TestClient
 
     from grposcope.accounts.service import create_token
     from grposcope.app import create_app
     from grposcope.config import Settings
     from grposcope.db import session_scope
+    from grposcope.dynamics.bandit import measure_stiffness
     from grposcope.worker.loop import FitWorker
 
     settings = Settings(database_url=f"sqlite:///{db_path}", embedded_worker=False,
@@ -45,6 +51,9 @@ def replay_bandit(
             headers = {"Authorization": f"Bearer {create_token(session, 'b', 'writer')[1]}"}
         hyper = {"learning_rate": cfg.lr, "optimizer": "sgd", "momentum": cfg.momentum,
                  "k_ref": cfg.k_ref, "correction": "none", "num_generations": cfg.G}  # fmt: skip
+        if supply_curvature:
+            stiffness = measure_stiffness(cfg)
+            hyper.update(curvature=stiffness.K, stale_fraction=stiffness.stale_share("none"))
         body = {"project": "bandit", "name": name or f"k{cfg.k_ref}", "hyperparameters": hyper}
         run_id = client.post("/api/v1/runs", json=body, headers=headers).json()["id"]
         worker = FitWorker(app.state.engine, app.state.session_factory, settings)

@@ -90,6 +90,8 @@ class Run(Base):
     world_size: Mapped[int | None] = mapped_column(Integer)
     model_name: Mapped[str | None] = mapped_column(String(300))
     model_params: Mapped[int | None] = mapped_column(BigInteger)
+    curvature: Mapped[float | None] = mapped_column(Float)  # K measured before the run
+    stale_fraction: Mapped[float | None] = mapped_column(Float)  # measured K_s / K
     # Refit bookkeeping: ingest marks a run dirty; a worker claims it and clears the flag.
     dirty: Mapped[bool] = mapped_column(Boolean, default=False)
     dirty_since: Mapped[datetime | None] = mapped_column(UTCDateTime)
@@ -100,7 +102,7 @@ class Run(Base):
 HYPERPARAMETER_COLUMNS = (
     "learning_rate", "optimizer", "momentum", "num_generations", "steps_per_generation",
     "num_iterations", "k_ref", "beta", "epsilon", "loss_type", "scale_rewards", "correction",
-    "batch_size", "world_size", "model_name", "model_params",
+    "batch_size", "world_size", "model_name", "model_params", "curvature", "stale_fraction",
 )  # fmt: skip
 
 

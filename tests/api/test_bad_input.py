@@ -104,3 +104,13 @@ def test_bad_run_body_is_422(api):
                           "hyperparameters": {"learning_rate": -1}}, headers=h)  # fmt: skip
     assert bad.status_code == 422
     assert "learning_rate" in bad.json()["detail"]
+    for field, value in (("curvature", 0), ("curvature", -3.0), ("stale_fraction", -0.1)):
+        bad = api.client.post("/api/v1/runs", json={"project": "p", "name": "x",
+                              "hyperparameters": {field: value}}, headers=h)  # fmt: skip
+        assert bad.status_code == 422, (field, value)
+        assert field in bad.json()["detail"]
+    # NaN/Infinity are not JSON, but Python's encoder writes them: refused, not stored
+    raw = b'{"project": "p", "name": "x", "hyperparameters": {"curvature": Infinity}}'
+    bad = api.client.post("/api/v1/runs", content=raw,
+                          headers={**h, "Content-Type": "application/json"})  # fmt: skip
+    assert bad.status_code == 422

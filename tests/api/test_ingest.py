@@ -92,3 +92,11 @@ def test_create_or_resume_is_idempotent_on_run_key(api):
     assert response.json()["id"] == first["id"]
     hyper = response.json()["hyperparameters"]
     assert hyper["k_ref"] == 8 and hyper["optimizer"] == "adamw" and hyper["learning_rate"] == 1e-6
+
+
+def test_a_supplied_curvature_and_stale_share_are_stored_and_returned(api):
+    run = make_run(api, api.alpha, hyperparameters={"learning_rate": 0.2, "curvature": 0.105,
+                                                    "stale_fraction": 1.52})  # fmt: skip
+    got = api.client.get(f"/api/v1/runs/{run['id']}", headers=api.headers(api.alpha)).json()
+    assert got["hyperparameters"]["curvature"] == 0.105
+    assert got["hyperparameters"]["stale_fraction"] == 1.52

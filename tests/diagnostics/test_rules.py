@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from grposcope.diagnostics import RunData, evaluate_all, validate_params
-from grposcope.diagnostics.data import FitPoint
+from grposcope.diagnostics.data import FitPoint, SuppliedMargin
 from grposcope.diagnostics.engine import evaluate
 from grposcope.diagnostics.hysteresis import episodes
 from grposcope.diagnostics.params import defaults
@@ -131,6 +131,29 @@ def test_instability_nan_is_critical_and_predicted_margin_warns_first():
     )
     assert out.status == "firing" and out.evidence["predicted"] is True
     assert out.severity == "critical" and out.current.opened_step < 200
+
+
+def _supplied(margin: float) -> SuppliedMargin:
+    return SuppliedMargin(K=0.1, margin_exact=margin, margin_continuum=margin - 0.5,
+                          lag_applies=True, stale_share=1.0)  # fmt: skip
+
+
+def test_a_supplied_curvature_predicts_from_the_first_steps_and_only_past_the_edge():
+    s, v = _curve(n=30)
+    params = defaults("dynamical_instability")
+
+    def judge(margin: float):  # type: ignore[no-untyped-def]
+        data = RunData({"reward": (s, v)}, "reward", supplied=_supplied(margin))
+        return evaluate("dynamical_instability", data, params)
+
+    out = judge(-0.3)
+    assert out.severity == "critical"
+    assert out.current.opened_step == s[int(params["open_window"]) - 1]  # the window, no more
+    assert out.evidence["predicted"] is True
+    assert out.evidence["supplied_curvature"]["margin_exact"] == -0.3
+    assert "supplied curvature K = 0.1" in out.message
+    assert judge(0.05).severity == "warning"
+    assert judge(0.6).status == "ok"
 
 
 def test_instability_reward_collapse():

@@ -31,7 +31,8 @@ def _callback(server, tmp_path: Path, **kwargs) -> GRPOScopeCallback:
 def test_every_logged_step_arrives_with_trl_values(live_server, tmp_path, capture) -> None:
     from grposcope.tiny_grpo import build_tiny_trainer
 
-    callback = _callback(live_server, tmp_path, run_name="tiny-50")
+    callback = _callback(live_server, tmp_path, run_name="tiny-50",
+                         hyperparameters={"curvature": 1234.5})  # fmt: skip
     trainer = build_tiny_trainer(tmp_path / "out", [capture.callback, callback], max_steps=50)
     trainer.train()
 
@@ -59,6 +60,7 @@ def test_every_logged_step_arrives_with_trl_values(live_server, tmp_path, captur
     assert (hp["batch_size"], hp["world_size"]) == (4, 1)
     assert hp["model_name"] == "grposcope/tiny-qwen2-char"
     assert hp["model_params"] == sum(p.numel() for p in trainer.model.parameters())
+    assert hp["curvature"] == 1234.5  # given to the callback, next to those read from args
     assert detail["config"]["max_steps"] == 50 and detail["config"]["logging_steps"] == 1
 
 

@@ -36,6 +36,9 @@ class GRPOScopeCallback(TrainerCallback):
         run_key: force the run key (otherwise a new one per fresh run, reused when resuming
             from a checkpoint in the same ``output_dir``, via ``output_dir/.grposcope_run.json``).
         flush_timeout: seconds ``on_train_end`` waits for the last data to be acknowledged.
+        hyperparameters: added to (and overriding) those read from the trainer's args, e.g.
+            ``{"curvature": 3.8e3}``: a curvature K measured before this run (a pilot run's
+            ``constrained.K``), so the predicted stability margin applies from the first step.
         **run_options: passed to `Run` (``team``, ``request_timeout``, ``batch_interval``,
             ``max_backoff``, ``replay_orphans``).
 
@@ -55,6 +58,7 @@ class GRPOScopeCallback(TrainerCallback):
         *,
         run_key: str | None = None,
         flush_timeout: float = 10.0,
+        hyperparameters: dict[str, Any] | None = None,
         **run_options: Any,
     ) -> None:
         self._settings = dict(url=url, token=token, project=project, spool_dir=spool_dir)
@@ -62,6 +66,7 @@ class GRPOScopeCallback(TrainerCallback):
         self._stop_on = validate_stop_on(stop_on)
         self._run_key = run_key
         self._flush_timeout = flush_timeout
+        self._extra_hyperparameters = dict(hyperparameters or {})
         self._run_options = run_options
         self._run: Run | None = None
         self._stopped = False
@@ -137,7 +142,10 @@ class GRPOScopeCallback(TrainerCallback):
         return Run(
             project=cfg.project,
             name=name,
-            hyperparameters=hyperparameters(args, model, optimizer),
+            hyperparameters={
+                **hyperparameters(args, model, optimizer),
+                **self._extra_hyperparameters,
+            },
             config=json_safe(args.to_dict()) if hasattr(args, "to_dict") else {},
             url=cfg.url,
             token=cfg.token,

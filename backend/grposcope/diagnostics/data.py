@@ -33,6 +33,18 @@ class FitPoint:
 
 
 @dataclass(frozen=True)
+class SuppliedMargin:
+    """The margins of the run's configured hyperparameters at a curvature K it brought with it
+    (measured before it started: a pilot run's fit, a probe, the bandit's Hessian)."""
+
+    K: float
+    margin_exact: float
+    margin_continuum: float
+    lag_applies: bool
+    stale_share: float
+
+
+@dataclass(frozen=True)
 class RunData:
     """A run as the rules see it: series by key, which key is the reward and the eval."""
 
@@ -42,6 +54,7 @@ class RunData:
     fits: Sequence[FitPoint] = field(default_factory=tuple)
     num_generations: int | None = None
     total_steps: int | None = None
+    supplied: SuppliedMargin | None = None
 
     def get(self, key: str | None) -> Series | None:
         if key is None or key not in self.series:

@@ -67,8 +67,12 @@ def _message(kind: str, evidence: Mapping[str, Any]) -> str:
         if "non_finite" in evidence:
             nf = evidence["non_finite"]
             return f"non-finite {', '.join(nf['keys'])} at step {nf['step']}"
-        if evidence.get("predicted"):
+        if evidence.get("predicted") and "margin_exact" in evidence:
             return f"stability margin {evidence.get('margin_exact')} (exact): instability ahead"
+        if evidence.get("predicted"):
+            sup = evidence["supplied_curvature"]
+            return (f"stability margin {sup['margin_exact']} (exact) at the supplied curvature "
+                    f"K = {sup['K']}: instability ahead")  # fmt: skip
         if "fall_share_of_gain" in evidence:
             return (f"reward fell from {evidence['reward_peak']} to {evidence['reward_now']} "
                     f"({evidence['fall_share_of_gain']:.0%} of its gain lost)")  # fmt: skip

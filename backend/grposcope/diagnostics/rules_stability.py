@@ -1,5 +1,6 @@
 """dynamical_instability: the predicted form (stability margin from the hyperparameters and
-the measured curvature) warns before it happens; the observed forms (NaN/Inf, grad_norm or
+the measured curvature — the run's own constrained fit, or a curvature it brought with it)
+warns before it happens; the observed forms (NaN/Inf, grad_norm or
 clip-ratio growth, an oscillatory fit that overshoots, the reward falling from its peak)
 confirm it. Each sub-condition is a trace of its own; they are merged step by step, the most
 severe one winning, and the evidence names every sub-condition active at that step."""
@@ -30,6 +31,7 @@ def dynamical_instability(data: RunData, p: Params) -> Trace | str:
         _grad_growth(data, p),
         _clip_ratio(data, p),
         reward_fall(data, p),
+        _supplied_margin(data, p),
         _margin(data, p),
         overshoot(data, p),
     ]
@@ -93,6 +95,30 @@ def _clip_ratio(data: RunData, p: Params) -> Sub | None:
     return s, level, lambda i: {"clip_key": key, "clip_ratio": r(mean[i])}, False
 
 
+def _margin_level(m: np.ndarray, p: Params) -> np.ndarray:
+    return np.where(m <= 0, 3, np.where(m < p["margin_warn"], 2, 0)).astype(np.int8)
+
+
+def _supplied_margin(data: RunData, p: Params) -> Sub | None:
+    """The predicted form at the curvature the run brought with it: known before the first
+    step, so it holds from the first reward point on (the hysteresis window still applies)."""
+    got = data.get(data.reward_key)
+    if data.supplied is None or got is None or got[0].size == 0:
+        return None
+    s = data.supplied
+    steps = np.unique(got[0])
+    level = np.full(steps.size, _margin_level(np.array([s.margin_exact]), p)[0], dtype=np.int8)
+
+    def evidence(_: int) -> dict:
+        return {"supplied_curvature": {"K": r(s.K), "stale_share": r(s.stale_share),
+                                       "margin_exact": r(s.margin_exact),
+                                       "margin_continuum": r(s.margin_continuum),
+                                       "lag_applies": s.lag_applies},
+                "predicted": True}  # fmt: skip
+
+    return steps, level, evidence, False
+
+
 def _margin(data: RunData, p: Params) -> Sub | None:
     fits = [f for f in data.fits if f.margin_exact is not None and f.constrained_r2 is not None]
     # A curvature read off a handful of points is noise: the margin needs a real rise behind it.
@@ -102,7 +128,7 @@ def _margin(data: RunData, p: Params) -> Sub | None:
         return None
     steps = np.array([f.step for f in fits], dtype=np.int64)
     m = np.array([f.margin_exact for f in fits], dtype=np.float64)
-    level = np.where(m <= 0, 3, np.where(m < p["margin_warn"], 2, 0)).astype(np.int8)
+    level = _margin_level(m, p)
 
     def evidence(i: int) -> dict:
         f = fits[i]

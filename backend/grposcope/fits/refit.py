@@ -89,7 +89,8 @@ def hyper_for(run: Run) -> Any:
     try:
         return Hyper(lr=float(run.learning_rate), optimizer=optimizer,  # type: ignore[arg-type]
                      momentum=float(momentum), k_ref=int(run.k_ref or 1),
-                     correction=correction)  # type: ignore[arg-type]  # fmt: skip
+                     correction=correction,  # type: ignore[arg-type]
+                     stale_fraction=run.stale_fraction)  # fmt: skip
     except ValueError as exc:
         log.info("run %s: no constrained fit (%s)", run.id, exc)
         return None

@@ -33,6 +33,21 @@ class Hyperparameters(BaseModel):
     world_size: int | None = Field(None, ge=1)
     model_name: str | None = Field(None, max_length=300)
     model_params: int | None = Field(None, ge=0, description="Parameter count of the policy.")
+    curvature: float | None = Field(
+        None,
+        gt=0,
+        allow_inf_nan=False,
+        description="Curvature K measured before this run (a pilot run's constrained fit, a "
+        "curvature probe, the bandit's Hessian): the predicted stability margin uses it from "
+        "the first step, before this run's own fit can measure K (DESIGN 2.1).",
+    )
+    stale_fraction: float | None = Field(
+        None,
+        ge=0,
+        allow_inf_nan=False,
+        description="Measured share of K that lags, K_s/K (DESIGN 2.1); without it the "
+        "correction mode's default (1 for 'none', 0 for 'is' and 'is_clipped').",
+    )
 
 
 class RunCreate(BaseModel):
