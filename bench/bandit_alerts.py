@@ -4,7 +4,10 @@ exact K_ref threshold leaves its fixed point, and stay silent well inside it?
 Softmax-bandit runs (`grposcope.dynamics.bandit`, finite G, seeded) are sent to the ingest API
 as live runs (5 steps per batch, the worker refits after each), with their hyperparameters on
 the run (lr, sgd, momentum, k_ref, correction none) so the constrained fit and the predicted
-margin apply. Three tables:
+margin apply. Tables 1, 2 and 4 send every run twice: with only its own fit to read the
+curvature from (the hard case: K must be measured off the reward curve), and with the bandit's
+Hessian K and stale share sent as hyperparameters (`curvature`, `stale_fraction`: a curvature
+measured before the run, which DESIGN 2.1 names as the other source of K). Four tables:
 
 1. constant lr, K_ref well inside and past the exact threshold (`stability.critical_k_ref` at
    the bandit's Hessian stiffness), 200 steps;
@@ -27,7 +30,7 @@ run: never). "True fall": the largest share of its gain the run's own expected r
 (noise-free, from the simulator) ever gave back from its running peak — what a perfect
 reward-fall rule would see.
 
-    python bench/bandit_alerts.py [--tables 1,2,3]
+    python bench/bandit_alerts.py [--tables 1,2,3,4]
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -81,17 +85,19 @@ def constant_table(tmp: Path) -> None:
     from grposcope.dynamics.bandit import BanditConfig
 
     print("| config | K_ref | exact threshold | margin | seed | divergence step | true fall |"
-          " instability alerts |\n|---|---|---|---|---|---|---|---|")  # fmt: skip
+          " instability alerts (own fit) | first alert, Hessian K supplied |"
+          "\n|---|---|---|---|---|---|---|---|---|")  # fmt: skip
     for kw in CONFIGS:
         st, thr, p_star = _setup(kw)
         for k in sorted({1, max(1, (thr or 8) // 3), (thr or 8) + 1, 2 * (thr or 8)}):
             cfg = BanditConfig(G=8, k_ref=k, **kw)
             div = divergence_step(cfg, p_star, STEPS)
             for seed in SEEDS:
-                alerts, fall = replay(cfg, seed, tmp, STEPS)
+                got = replay(cfg, seed, tmp, STEPS)
                 print(f"| lr={kw['lr']} μ={kw['momentum']} β={kw['beta']} | {k} | {thr} | "
-                      f"{_margin(cfg, st):+.2f} | {seed} | {div} | {fall:.0%} | "
-                      f"{_alerts_text(alerts)} |", flush=True)  # fmt: skip
+                      f"{_margin(cfg, st):+.2f} | {seed} | {div} | {got.fall:.0%} | "
+                      f"{_alerts_text(got.alerts)} | {_first(got.supplied, div)} |",
+                      flush=True)  # fmt: skip
 
 
 def slow_table(tmp: Path) -> None:
@@ -99,8 +105,9 @@ def slow_table(tmp: Path) -> None:
 
     print(
         "\n| config | K_ref | exact threshold | margin | seed | rise to 90 % | divergence step |"
-        " true fall | first instability alert | lead (steps) |"
-        "\n|---|---|---|---|---|---|---|---|---|---|"
+        " true fall | first instability alert (own fit) | lead (steps) |"
+        " first alert, Hessian K supplied |"
+        "\n|---|---|---|---|---|---|---|---|---|---|---|"
     )
     for kw in SLOW:
         st, thr, p_star = _setup(kw)
@@ -111,14 +118,15 @@ def slow_table(tmp: Path) -> None:
             p = run(cfg, SLOW_STEPS, deterministic=True).expected_reward
             rise = int(np.argmax(p >= p[0] + 0.9 * (p_star - p[0]))) + 1
             for seed in SEEDS:
-                alerts, fall = replay(cfg, seed, tmp, SLOW_STEPS)
+                got = replay(cfg, seed, tmp, SLOW_STEPS)
+                alerts, fall = got.alerts, got.fall
                 first = alerts[0] if alerts else None
                 text = "—" if first is None else (
                     f"{first['severity']} @{first['opened_step']} ({_why(first)})")  # fmt: skip
                 lead = "—" if first is None or div is None else div - first["opened_step"]
                 print(f"| lr={kw['lr']} μ={kw['momentum']} β={kw['beta']} | {k} | {thr} | "
                       f"{_margin(cfg, st):+.2f} | {seed} | {rise} | {div} | {fall:.0%} | {text} | "
-                      f"{lead} |",
+                      f"{lead} | {_first(got.supplied, div)} |",
                       flush=True)  # fmt: skip
 
 
@@ -133,6 +141,8 @@ def _why(alert: dict) -> str:
                 "grad_norm_growth"):  # fmt: skip
         if key in ev:
             return f"{key}={ev[key]}"
+    if "supplied_curvature" in ev:
+        return f"margin_exact={ev['supplied_curvature']['margin_exact']} at the supplied K"
     return alert["message"][:40]
 
 
@@ -176,7 +186,7 @@ def warmup_table(tmp: Path) -> None:
         cross = next((i + 1 for i, f in enumerate(scale) if exact_stability(
             dataclasses.replace(hyper, lr=cfg.lr * f), st.K).margin < 0), None)  # fmt: skip
         for seed in SEEDS:
-            alerts, _ = replay(cfg, seed, tmp, STEPS, scale)
+            alerts = replay(cfg, seed, tmp, STEPS, scale, supplied=False).alerts
             first = alerts[0] if alerts else None
             text = "—" if first is None else (
                 f"{first['severity']} @{first['opened_step']} ({_why(first)})")  # fmt: skip
@@ -196,8 +206,9 @@ def slow_start_table(tmp: Path) -> None:
     from grposcope.dynamics.bandit import BanditConfig, run
 
     print("\n| p0 | config | K_ref | exact threshold | margin | seed | 90 % of the rise |"
-          " divergence step | K (Hessian) | K read by the fit (last) | instability alerts |"
-          "\n|---|---|---|---|---|---|---|---|---|---|---|")  # fmt: skip
+          " divergence step | K (Hessian) | K read by the fit (last) | instability alerts"
+          " (own fit) | first alert, Hessian K supplied |"
+          "\n|---|---|---|---|---|---|---|---|---|---|---|---|")  # fmt: skip
     for p0, beta, lr, mu, k in SLOW_START:
         kw = dict(lr=lr, momentum=mu, beta=beta, ref_logits=(math.log(p0), math.log(1 - p0)))
         st, thr, p_star = _setup(kw)
@@ -208,25 +219,48 @@ def slow_start_table(tmp: Path) -> None:
         div = next((i + 1 for i in range(reached, p.size)
                     if abs(p[i] - p_star) > 0.5 * abs(gain)), None)  # fmt: skip
         for seed in SEEDS:
-            alerts, _, k_fit = replay(cfg, seed, tmp, SLOW_STEPS, with_k=True)
+            got = replay(cfg, seed, tmp, SLOW_STEPS)
+            k_fit = got.k_fit
             print(f"| {p0} | lr={lr} μ={mu} β={beta} | {k} | {thr} | {_margin(cfg, st):+.2f} | "
                   f"{seed} | {reached + 1} | {div} | {st.K:.3f} | "
-                  f"{'—' if k_fit is None else f'{k_fit:.3f}'} | {_alerts_text(alerts)} |",
+                  f"{'—' if k_fit is None else f'{k_fit:.3f}'} | {_alerts_text(got.alerts)} | "
+                  f"{_first(got.supplied, div)} |",
                   flush=True)  # fmt: skip
 
 
-def replay(cfg, seed: int, tmp: Path, steps: int, scale=None, with_k=False):  # type: ignore[no-untyped-def]
-    """Send one run live; its dynamical_instability alerts and its true fall (and, with
-    ``with_k``, the curvature K of its last constrained fit)."""
+@dataclass
+class Replayed:
+    """One bandit run sent live, twice: with only its own fit to read K from, and with the
+    Hessian K and stale share sent as hyperparameters (a curvature measured beforehand)."""
+
+    alerts: list[dict]
+    supplied: list[dict] | None
+    fall: float
+    k_fit: float | None
+
+
+def replay(cfg, seed: int, tmp: Path, steps: int, scale=None, supplied=True) -> Replayed:  # type: ignore[no-untyped-def]
     from grposcope.bandit_replay import replay_bandit
     from grposcope.dynamics.bandit import run
 
-    db = tmp / f"b{cfg.k_ref}_{cfg.lr}_{cfg.momentum}_{seed}_{scale is not None}.db"
+    db = tmp / f"b{cfg.k_ref}_{cfg.lr}_{cfg.momentum}_{cfg.beta}_{seed}_{scale is not None}"
     tr = run(cfg, steps, seed=seed, lr_scale=scale)
-    alerts, fit = replay_bandit(cfg, tr, db, lr_scale=scale, chunk=CHUNK)
-    if not with_k:
-        return alerts, true_fall(tr.expected_reward)
-    return alerts, true_fall(tr.expected_reward), (fit.get("constrained") or {}).get("K")
+    alerts, fit = replay_bandit(cfg, tr, Path(f"{db}.db"), lr_scale=scale, chunk=CHUNK)
+    with_k = None
+    if supplied:
+        with_k, _ = replay_bandit(cfg, tr, Path(f"{db}_k.db"), lr_scale=scale, chunk=CHUNK,
+                                  supply_curvature=True)  # fmt: skip
+    k_fit = (fit.get("constrained") or {}).get("K")
+    return Replayed(alerts, with_k, true_fall(tr.expected_reward), k_fit)
+
+
+def _first(alerts: list[dict] | None, div: int | None = None) -> str:
+    """The first alert (and its lead over the divergence step), or —."""
+    if not alerts:
+        return "—"
+    a = alerts[0]
+    lead = "" if div is None else f", {div - a['opened_step']} steps ahead"
+    return f"{a['severity']} @{a['opened_step']}{lead}"
 
 
 if __name__ == "__main__":
