@@ -5,6 +5,8 @@ from __future__ import annotations
 import gzip
 import json
 
+import pytest
+
 from tests.api.helpers import ingest, make_run, series
 
 
@@ -95,8 +97,18 @@ def test_create_or_resume_is_idempotent_on_run_key(api):
 
 
 def test_a_supplied_curvature_and_stale_share_are_stored_and_returned(api):
-    run = make_run(api, api.alpha, hyperparameters={"learning_rate": 0.2, "curvature": 0.105,
-                                                    "stale_fraction": 1.52})  # fmt: skip
+    # the softmax bandit lr 0.2, μ 0.9, β 0.5 at K_ref 18: Hessian K 0.105, stale share 1.52
+    hyper = {"learning_rate": 0.2, "optimizer": "sgd", "momentum": 0.9, "k_ref": 18,
+             "correction": "none", "curvature": 0.105, "stale_fraction": 1.52}  # fmt: skip
+    run = make_run(api, api.alpha, hyperparameters=hyper)
     got = api.client.get(f"/api/v1/runs/{run['id']}", headers=api.headers(api.alpha)).json()
     assert got["hyperparameters"]["curvature"] == 0.105
     assert got["hyperparameters"]["stale_fraction"] == 1.52
+    supplied = got["supplied_curvature"]  # the margins at that K, before any data
+    assert supplied["K"] == 0.105 and supplied["stale_share"] == 1.52
+    assert supplied["margin_exact"] == pytest.approx(-1.155, abs=0.01)  # docs/alerts.md
+    assert supplied["lag_applies"] is True
+    plain = make_run(api, api.alpha, name="plain", run_key="key-b",
+                     hyperparameters={"learning_rate": 0.2})  # fmt: skip
+    got = api.client.get(f"/api/v1/runs/{plain['id']}", headers=api.headers(api.alpha)).json()
+    assert got["supplied_curvature"] is None

@@ -26,3 +26,15 @@ def test_noise_line_gives_the_sampling_share_of_the_scatter():
     over = repr(run_panels.noise_line({"sampling_fraction": 1.7, "completions_per_step": 8}))
     assert "100%" in over  # the log's spread over-explains the scatter: capped, not 170 %
     assert "Sampling noise" not in repr(run_panels.stability(_fit()))
+
+
+def test_a_supplied_curvature_gives_its_margins_before_any_fit():
+    supplied = {"K": 0.105, "stale_share": 1.52, "margin_exact": -1.16,
+                "margin_continuum": -9.8, "lag_applies": True}  # fmt: skip
+    early = repr(run_panels.stability(None, supplied))
+    assert "supplied curvature K = " in early and "0.105" in early and "−1.16" in early
+    assert "text-danger" in early  # past the edge, in the margin's colour
+    assert "No fit yet" in early
+    with_fit = repr(run_panels.stability(_fit(), supplied))
+    assert "supplied curvature" in with_fit and "No fit yet" not in with_fit
+    assert "supplied" not in repr(run_panels.stability(None))

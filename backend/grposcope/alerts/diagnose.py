@@ -13,12 +13,12 @@ from sqlalchemy.orm import Session
 
 from grposcope.alerts import repository as repo
 from grposcope.diagnostics import RunData, evaluate_all
-from grposcope.diagnostics.data import CLIP_KEYS, KL_KEYS, FitPoint, Series, SuppliedMargin
+from grposcope.diagnostics.data import CLIP_KEYS, KL_KEYS, FitPoint, Series
 from grposcope.diagnostics.engine import stalled
 from grposcope.diagnostics.params import effective_params
 from grposcope.diagnostics.types import Outcome
 from grposcope.fits import repository as fits_repo
-from grposcope.fits.refit import eval_key, hyper_for, margins_at, total_steps
+from grposcope.fits.refit import eval_key, supplied_margin, total_steps
 from grposcope.metrics.service import load_many_arrays
 from grposcope.models import FitSnapshot, Run
 from grposcope.runs import repository as runs_repo
@@ -45,23 +45,6 @@ def run_data(session: Session, run: Run) -> RunData:
     return RunData(series=series, reward_key=reward, eval_key=ev, fits=tuple(fits),
                    num_generations=run.num_generations, total_steps=total_steps(run),
                    supplied=supplied_margin(run))  # fmt: skip
-
-
-def supplied_margin(run: Run) -> SuppliedMargin | None:
-    """The margins at the curvature the run brought (``hyperparameters.curvature``), or None
-    without one or without the hyperparameters a margin needs."""
-    hyper = hyper_for(run) if run.curvature else None
-    if hyper is None or run.curvature is None:
-        return None
-    k = float(run.curvature)
-    m = margins_at(hyper, k)
-    return SuppliedMargin(
-        K=k,
-        margin_exact=m["margin_exact"],
-        margin_continuum=m["margin_continuum"],
-        lag_applies=bool(m["lag_applies"]),
-        stale_share=hyper.stale_share,
-    )
 
 
 def load_many(session: Session, run_id: int, keys: list[str]) -> dict[str, Series]:

@@ -19,6 +19,7 @@ import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from grposcope.diagnostics.data import SuppliedMargin
 from grposcope.dynamics.fit import fit_series
 from grposcope.dynamics.fit_result import FitResult, finite
 from grposcope.dynamics.forecast import compute_budget
@@ -221,6 +222,24 @@ def margins_at(hyper: Any, K: float) -> dict[str, Any]:
             "margin_exact": float(exact.margin), "zeta_exact": float(exact.zeta_exact),
             "lr": hyper.lr,
             "lag_applies": exact.lag_applies, "note": exact.note}  # fmt: skip
+
+
+def supplied_margin(run: Run) -> SuppliedMargin | None:
+    """The margins of the run's hyperparameters at the curvature it brought with it
+    (``hyperparameters.curvature``), or None without one or without the hyperparameters a
+    margin needs. Known before the first step: the predicted form's earliest input."""
+    hyper = hyper_for(run) if run.curvature else None
+    if hyper is None or run.curvature is None:
+        return None
+    k = float(run.curvature)
+    m = margins_at(hyper, k)
+    return SuppliedMargin(
+        K=k,
+        margin_exact=m["margin_exact"],
+        margin_continuum=m["margin_continuum"],
+        lag_applies=bool(m["lag_applies"]),
+        stale_share=hyper.stale_share,
+    )
 
 
 def _carry_constrained(previous: Any, last: int, hyper: Any, force: bool) -> dict | None:

@@ -202,8 +202,19 @@ def run_detail(session: Session, run: Run) -> dict[str, Any]:
         fit=fit.payload if fit is not None else None,
         alerts=[alert_out(a) for a in repo.run_alerts(session, run.id)],
         metric_keys=sorted(latest),
+        supplied_curvature=_supplied(run),
     )
     return out
+
+
+def _supplied(run: Run) -> dict[str, Any] | None:
+    """The margins at the curvature the run brought (hyperparameters.curvature), or None."""
+    import dataclasses
+
+    from grposcope.fits.refit import supplied_margin  # refit imports this module
+
+    got = supplied_margin(run)
+    return None if got is None else dataclasses.asdict(got)
 
 
 def alert_out(alert: Alert) -> dict[str, Any]:

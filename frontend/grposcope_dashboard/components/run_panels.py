@@ -83,12 +83,20 @@ def summary(fit: Mapping[str, Any] | None, latest: Any) -> list[dbc.Col]:
     return [dbc.Col(c, xs=6, md=3, lg=True) for c in cards]
 
 
-def stability(fit: Mapping[str, Any] | None) -> html.Div:
-    """Margins, ζ and regime, each with one sentence a person can act on."""
+def stability(fit: Mapping[str, Any] | None, supplied: Mapping[str, Any] | None = None) -> html.Div:
+    """Margins, ζ and regime, each with one sentence a person can act on; first, the margins
+    at a curvature the run brought with it (known before any fit)."""
+    head = [supplied_line(supplied)] if supplied else []
     if not fit:
-        return html.P(
-            "No fit yet: the stability verdict appears after the first refit (a few dozen steps).",
-            className="text-muted",
+        return html.Div(
+            head
+            + [
+                html.P(
+                    "No fit yet: the fitted stability verdict appears after the first refit "
+                    "(a few dozen steps).",
+                    className="text-muted",
+                )
+            ]
         )
     cons = fit.get("constrained") or {}
     zeta = (fit.get("oscillator") or {}).get("zeta", cons.get("zeta"))
@@ -136,7 +144,25 @@ def stability(fit: Mapping[str, Any] | None) -> html.Div:
         )
     if cons.get("note"):
         lines.append(html.Div(cons["note"], className="text-muted small"))
-    return html.Div(lines, className="stability")
+    return html.Div(head + lines, className="stability")
+
+
+def supplied_line(supplied: Mapping[str, Any]) -> html.Div:
+    """The exact and continuum margins at the curvature sent with the hyperparameters."""
+    exact = supplied.get("margin_exact")
+    return html.Div(
+        [
+            "At the supplied curvature K = ",
+            html.B(num(supplied.get("K"))),
+            f" (stale share {num(supplied.get('stale_share'))}): margin exact ",
+            html.B(signed(exact), className=f"text-{margin_level(exact)}"),
+            ", continuum ",
+            html.B(signed(supplied.get("margin_continuum"))),
+            ". ",
+            margin_sentence(exact),
+        ],
+        className="mb-2",
+    )
 
 
 def _zeta_line(zeta: Any, zeta_exact: Any) -> list[Any]:

@@ -134,7 +134,8 @@ def _stability_card(run: dict[str, Any], fit: dict[str, Any] | None) -> dbc.Card
             ),
         ]
     )
-    body = [html.Div(panels.stability(fit), id="run-stability"), whatif]
+    stability = panels.stability(fit, run.get("supplied_curvature"))
+    body = [html.Div(stability, id="run-stability"), whatif]
     return _card("Stability", body)
 
 

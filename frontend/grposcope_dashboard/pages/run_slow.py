@@ -46,7 +46,7 @@ def slow(_: int, state: dict[str, Any], slow_state: dict[str, Any]) -> tuple:
         out[0] = fit_patch(fit, state, alerts)
     if new_fit:
         out[1] = panels.summary(fit, state.get("latest"))
-        out[2] = panels.stability(fit)
+        out[2] = panels.stability(fit, run.get("supplied_curvature"))
         out[4] = figures.forecast_evolution_figure(api.fits(state["run_id"]))
         slow_state["fit_step"] = fit.get("step")
     if sig != slow_state.get("alerts"):
