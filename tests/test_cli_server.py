@@ -84,3 +84,17 @@ def test_client_commands_fail_clearly(live_server, tmp_path):
     down = cli("runs", "list", env={"GRPOSCOPE_URL": "http://127.0.0.1:9",
                "GRPOSCOPE_TOKEN": "x"}, check=False)  # fmt: skip
     assert down.returncode == 2 and "cannot reach" in down.stderr
+
+
+def test_runs_show_prints_the_margins_at_a_supplied_curvature(live_server):
+    token = live_server.token("lab", "writer")
+    hyper = {"learning_rate": 0.2, "optimizer": "sgd", "momentum": 0.9, "k_ref": 18,
+             "correction": "none", "curvature": 0.105, "stale_fraction": 1.52}  # fmt: skip
+    made = httpx.post(f"{live_server.url}/api/v1/runs",
+                      json={"project": "bandit", "name": "past-the-edge", "hyperparameters": hyper},
+                      headers={"Authorization": f"Bearer {token}"})  # fmt: skip
+    assert made.status_code == 201, made.text
+    env = {"GRPOSCOPE_URL": live_server.url, "GRPOSCOPE_TOKEN": token}
+    text = cli("runs", "show", str(made.json()["id"]), env=env).stdout
+    assert "fit: none yet" in text
+    assert "at the supplied curvature K = 0.105 (stale share 1.52): margin exact -1.150" in text

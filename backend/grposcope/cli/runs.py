@@ -70,6 +70,11 @@ def show_run(args: argparse.Namespace) -> int:
               f"[{plateau.get('lo'):.4g}, {plateau.get('hi'):.4g}]")  # fmt: skip
     else:
         print("  fit: none yet")
+    supplied = detail.get("supplied_curvature")
+    if supplied:
+        print(f"  at the supplied curvature K = {supplied['K']:.4g} (stale share "
+              f"{supplied['stale_share']:.3g}): margin exact {supplied['margin_exact']:+.3f}, "
+              f"continuum {supplied['margin_continuum']:+.3f}")  # fmt: skip
     for a in out["alerts"]:
         print(f"  alert {a['kind']} ({a['severity']}, {a['state']}) at step {a['opened_step']}: "
               f"{a['message']}")  # fmt: skip
