@@ -96,6 +96,18 @@ def test_margins_have_the_right_sign() -> None:
     assert exact_stability(unstable, 1.0).margin < 0 and continuum_margin(unstable, 1.0) < 0
 
 
+def test_a_vanishing_stiffness_is_far_from_the_edge_not_on_it() -> None:
+    """A stiffness so small that one period of its force rounds away (rho == 1.0 exactly in
+    floating point) is the K -> 0 limit: margin 1, the edge where it is for any small K (it
+    was read as "on the edge" and the margin came out near -1e12)."""
+    h = sgd(0.5, 0.0, 120)
+    small = exact_stability(h, 1e-6)
+    for tiny in (1e-30, 1e-300):
+        got = exact_stability(h, tiny)
+        assert got.margin == pytest.approx(1.0)
+        assert got.k_critical == pytest.approx(small.k_critical, rel=1e-9)
+
+
 def test_critical_lr_is_the_edge() -> None:
     h = Hyper(lr=1e-6, optimizer="adamw", momentum=0.9, k_ref=8)
     lr = critical_lr(h, 2e3)

@@ -410,7 +410,13 @@ def exact_stability(h: Hyper, K: float, lag: Lag = "sawtooth") -> ExactStability
     share = h.stale_share
     no_lag_sawtooth = lag == "sawtooth" and h.k_ref == 1
     lag_applies = share > 0 and not no_lag_sawtooth
-    k_crit = _nearest_edge(h, lag, K, stable=rho < 1.0) if K > 0 else _critical_stiffness(h, lag)
+    # A force so weak that one period of it rounds away (rho == 1.0 in floating point) is the
+    # K -> 0 limit, not the edge: measure the margin to the first edge above zero.
+    negligible = (abs(a_s) + abs(a_c)) * h.k_ref < _UNIT_LOG_TOL
+    if K > 0 and not negligible:
+        k_crit = _nearest_edge(h, lag, K, stable=rho < 1.0)
+    else:
+        k_crit = _critical_stiffness(h, lag)
     margin = 1.0 if k_crit is None else 1.0 - K / k_crit
     if share == 0:
         note = (
