@@ -13,8 +13,11 @@ def _fit(**extra):
 
 
 def test_exact_zeta_shown_beside_the_fitted_one_only_when_known():
-    with_exact = repr(run_panels.stability(_fit(constrained={"zeta_exact": 0.42, "K": 3.0})))
+    constrained = {"zeta_exact": 0.42, "K": 3.0, "k_ref_critical_exact": 40,
+                   "lr_critical_exact": 2.5e-6}  # fmt: skip
+    with_exact = repr(run_panels.stability(_fit(constrained=constrained)))
     assert "exact" in with_exact and "0.42" in with_exact and "0.8" in with_exact
+    assert "Edge at this K: K_ref 40" in with_exact and "learning rate 2.50e-06" in with_exact
     without = repr(run_panels.stability(_fit()))
     assert "0.42" not in without and "Exact ζ" not in without
 
@@ -30,11 +33,13 @@ def test_noise_line_gives_the_sampling_share_of_the_scatter():
 
 def test_a_supplied_curvature_gives_its_margins_before_any_fit():
     supplied = {"K": 0.105, "stale_share": 1.52, "margin_exact": -1.16,
-                "margin_continuum": -9.8, "lag_applies": True}  # fmt: skip
+                "margin_continuum": -9.8, "lag_applies": True, "k_ref_critical": 9,
+                "lr_critical": 0.093}  # fmt: skip
     early = repr(run_panels.stability(None, supplied))
     assert "supplied curvature K = " in early and "0.105" in early and "−1.16" in early
     assert "text-danger" in early  # past the edge, in the margin's colour
     assert "No fit yet" in early
+    assert "Edge at this K: K_ref 9" in early and "learning rate 0.093" in early
     with_fit = repr(run_panels.stability(_fit(), supplied))
     assert "supplied curvature" in with_fit and "No fit yet" not in with_fit
     assert "supplied" not in repr(run_panels.stability(None))

@@ -46,6 +46,16 @@ def test_until_and_hyperparameters(log_csv: Path, capsys) -> None:
     c = out["constrained"]
     assert {"K", "margin_continuum", "margin_exact", "M", "C", "K_eff"} <= set(c)
     assert c["K"] > 0
+    # where the settings meet the edge at the measured K: the lr there zeroes the margin
+    assert c["lr_critical_exact"] == pytest.approx(5e-6 / (1 - c["margin_exact"]), rel=1e-6)
+    k_ref = c["k_ref_critical_exact"]
+    assert k_ref is None or k_ref > 2  # the run's own K_ref 2 is inside (margin > 0)
+    assert c["margin_exact"] > 0 and "k_ref_critical_continuum" in c
+
+
+def test_human_output_gives_the_edge(log_csv: Path, capsys) -> None:
+    assert main(["fit", str(log_csv), "--lr", "5e-6", "--k-ref", "2"]) == 0
+    assert "edge at this K: unstable from K_ref" in capsys.readouterr().out
 
 
 def test_human_output(log_csv: Path, capsys) -> None:

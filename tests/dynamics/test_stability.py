@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -106,6 +107,26 @@ def test_a_vanishing_stiffness_is_far_from_the_edge_not_on_it() -> None:
         got = exact_stability(h, tiny)
         assert got.margin == pytest.approx(1.0)
         assert got.k_critical == pytest.approx(small.k_critical, rel=1e-9)
+
+
+def test_edges_are_where_the_margin_changes_sign() -> None:
+    from grposcope.dynamics.stability import edges
+
+    h = Hyper(lr=0.2, optimizer="sgd", momentum=0.9, k_ref=3, stale_fraction=1.52)
+    got = edges(h, 0.105)  # the softmax bandit's Hessian K (docs/alerts.md: threshold 9)
+    k_crit = got["k_ref_critical_exact"]
+    assert k_crit == 9 and got["k_ref_critical_continuum"] < k_crit
+    assert exact_stability(dataclasses.replace(h, k_ref=k_crit - 1), 0.105).margin > 0
+    assert exact_stability(dataclasses.replace(h, k_ref=k_crit), 0.105).margin <= 0
+    lr = got["lr_critical_exact"]
+    assert exact_stability(dataclasses.replace(h, lr=lr * 0.999), 0.105).margin > 0
+    assert exact_stability(dataclasses.replace(h, lr=lr * 1.001), 0.105).margin < 0
+    assert continuum_margin(dataclasses.replace(h, lr=got["lr_critical_continuum"]), 0.105) == (
+        pytest.approx(0.0, abs=1e-9)
+    )
+    corrected = edges(dataclasses.replace(h, correction="is", stale_fraction=None), 0.105)
+    assert corrected["k_ref_critical_exact"] is None  # nothing lags: no K_ref is too long
+    assert corrected["k_ref_critical_continuum"] is None
 
 
 def test_critical_lr_is_the_edge() -> None:

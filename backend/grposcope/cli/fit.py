@@ -209,6 +209,18 @@ def format_human(d: dict[str, Any]) -> str:
             f"margin continuum={_num(c['margin_continuum'], '.3f')} "
             f"exact={_num(c['margin_exact'], '.3f')}"
         )
+        lines.append(
+            f"  edge at this K: unstable from K_ref {_edge(c.get('k_ref_critical_exact'))} "
+            f"(continuum {_edge(c.get('k_ref_critical_continuum'))}), "
+            f"lr {_num(c.get('lr_critical_exact'))} (continuum "
+            f"{_num(c.get('lr_critical_continuum'))})"
+        )
         if c.get("note"):
             lines.append(f"  {c['note']}")
     return "\n".join(lines)
+
+
+def _edge(k_ref: int | None) -> str:
+    from grposcope.dynamics.stability import EDGE_MAX_K_REF
+
+    return f"> {EDGE_MAX_K_REF} (none found)" if k_ref is None else str(k_ref)

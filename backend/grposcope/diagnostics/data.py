@@ -42,6 +42,8 @@ class SuppliedMargin:
     margin_continuum: float
     lag_applies: bool
     stale_share: float
+    k_ref_critical: int | None = None  # the smallest unstable K_ref at K (exact)
+    lr_critical: float | None = None  # the learning rate at the edge (exact)
 
 
 @dataclass(frozen=True)

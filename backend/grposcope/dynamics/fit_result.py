@@ -95,6 +95,13 @@ class ConstrainedFit:
 
         return zeta_exact(self.hyper, self.K)
 
+    @property
+    def edges(self) -> dict[str, float | int | None]:
+        """The critical K_ref and learning rate at the measured K (``stability.edges``)."""
+        from grposcope.dynamics.stability import edges
+
+        return edges(self.hyper, self.K)
+
 
 @dataclass(frozen=True)
 class FitResult:
@@ -190,6 +197,7 @@ def _constrained_json(c: ConstrainedFit) -> dict[str, Any]:
         "zeta_exact",
     )
     out = {k: getattr(c, k) for k in keys}
+    out.update(c.edges)
     out["hyperparameters"] = c.hyper.to_json()
     return out
 

@@ -477,6 +477,30 @@ def critical_k_ref(
     raise ValueError(f"method must be 'exact' or 'continuum', got {method!r}")
 
 
+EDGE_MAX_K_REF = 1024  # how far `edges` looks for a critical K_ref (TRL runs use ≤ ~64)
+
+
+def edges(h: Hyper, K: float) -> dict[str, float | int | None]:
+    """Where this run's settings meet the edge at stiffness K, the others held (DESIGN 2.3).
+
+    ``k_ref_critical_*``: the smallest K_ref (sawtooth regeneration) that is unstable, None when
+    none up to EDGE_MAX_K_REF or nothing lags. ``lr_critical_*``: the learning rate at the edge
+    (lr·K matters only): exact, to the edge nearest K on its side, as the margin is (for an
+    unstable K, the lr below which it would be stable); continuum, the paper's a_s·τ = 1 − μ.
+    """
+    exact = exact_stability(h, K)
+    k_ref_exact = None
+    if h.stale_share > 0:  # without a stale share no K_ref is unstable below the heavy-ball bound
+        k_ref_exact = critical_k_ref(h, K, "exact", EDGE_MAX_K_REF)
+    lr_exact = None if exact.k_critical is None or K == 0 else h.lr * exact.k_critical / K
+    return {
+        "k_ref_critical_exact": k_ref_exact,
+        "k_ref_critical_continuum": critical_k_ref(h, K, "continuum", EDGE_MAX_K_REF),
+        "lr_critical_exact": lr_exact,
+        "lr_critical_continuum": critical_lr(h, K, "continuum"),
+    }
+
+
 def critical_lr(
     h: Hyper, K: float, method: Literal["exact", "continuum"] = "exact"
 ) -> float | None:

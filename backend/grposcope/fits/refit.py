@@ -215,12 +215,12 @@ def _rise_end(values: np.ndarray) -> int:
 
 def margins_at(hyper: Any, K: float) -> dict[str, Any]:
     """Margins of the run's configured hyperparameters (its peak lr) at the measured K."""
-    from grposcope.dynamics.stability import continuum_margin, exact_stability
+    from grposcope.dynamics.stability import continuum_margin, edges, exact_stability
 
     exact = exact_stability(hyper, K)
     return {"margin_continuum": float(continuum_margin(hyper, K)),
             "margin_exact": float(exact.margin), "zeta_exact": float(exact.zeta_exact),
-            "lr": hyper.lr,
+            "lr": hyper.lr, **edges(hyper, K),
             "lag_applies": exact.lag_applies, "note": exact.note}  # fmt: skip
 
 
@@ -239,6 +239,8 @@ def supplied_margin(run: Run) -> SuppliedMargin | None:
         margin_continuum=m["margin_continuum"],
         lag_applies=bool(m["lag_applies"]),
         stale_share=hyper.stale_share,
+        k_ref_critical=m["k_ref_critical_exact"],
+        lr_critical=m["lr_critical_exact"],
     )
 
 

@@ -138,7 +138,7 @@ def stability(fit: Mapping[str, Any] | None, supplied: Mapping[str, Any] | None 
     if cons.get("K") is not None:
         lines.append(
             html.Div(
-                ["Measured curvature K = ", html.B(num(cons.get("K")))],
+                ["Measured curvature K = ", html.B(num(cons.get("K"))), ". ", edge_text(cons)],
                 className="text-muted small",
             )
         )
@@ -160,9 +160,27 @@ def supplied_line(supplied: Mapping[str, Any]) -> html.Div:
             html.B(signed(supplied.get("margin_continuum"))),
             ". ",
             margin_sentence(exact),
+            " ",
+            edge_text(
+                {
+                    "k_ref_critical_exact": supplied.get("k_ref_critical"),
+                    "lr_critical_exact": supplied.get("lr_critical"),
+                }
+            ),
         ],
         className="mb-2",
     )
+
+
+def edge_text(block: Mapping[str, Any]) -> str:
+    """Where the run's settings meet the edge at its K: the K_ref and lr to stay below."""
+    k_ref, lr = block.get("k_ref_critical_exact"), block.get("lr_critical_exact")
+    parts = []
+    if k_ref is not None:
+        parts.append(f"K_ref {k_ref} (the shortest unstable one)")
+    if lr is not None:
+        parts.append(f"learning rate {num(lr)}")
+    return ("Edge at this K: " + ", ".join(parts) + ".") if parts else ""
 
 
 def _zeta_line(zeta: Any, zeta_exact: Any) -> list[Any]:
