@@ -210,7 +210,7 @@ def _exponential(data: _Data, sc: Scaling, prob: core.Problem) -> ExponentialFit
 
 def _constrained(data: _Data, sc: Scaling, prob: core.Problem, hyper: Hyper) -> ConstrainedFit:
     from grposcope.dynamics.fit_constrained import fit_constrained
-    from grposcope.dynamics.stability import continuum_margin, exact_stability
+    from grposcope.dynamics.stability import continuum_margin, edges, exact_stability
 
     sol = fit_constrained(prob, hyper, sc.span)
     p_star, p0 = sc.value(sol.p_star_n), sc.value(sol.p0_n)
@@ -235,6 +235,7 @@ def _constrained(data: _Data, sc: Scaling, prob: core.Problem, hyper: Hyper) -> 
         lag_applies=bool(exact.lag_applies),
         note=str(exact.note),
         hyper=hyper,
+        edges=edges(hyper, sol.k, exact),
     )
 
 

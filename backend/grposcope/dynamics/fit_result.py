@@ -86,6 +86,9 @@ class ConstrainedFit:
     lag_applies: bool
     note: str
     hyper: Hyper
+    # The critical K_ref and learning rate at K (``stability.edges``); None when not computed
+    # (a fit rebuilt from stored JSON for a what-if).
+    edges: dict[str, float | int | None] | None = None
 
     @property
     def zeta_exact(self) -> float:
@@ -94,13 +97,6 @@ class ConstrainedFit:
         from grposcope.dynamics.stability import zeta_exact
 
         return zeta_exact(self.hyper, self.K)
-
-    @property
-    def edges(self) -> dict[str, float | int | None]:
-        """The critical K_ref and learning rate at the measured K (``stability.edges``)."""
-        from grposcope.dynamics.stability import edges
-
-        return edges(self.hyper, self.K)
 
 
 @dataclass(frozen=True)
@@ -197,7 +193,7 @@ def _constrained_json(c: ConstrainedFit) -> dict[str, Any]:
         "zeta_exact",
     )
     out = {k: getattr(c, k) for k in keys}
-    out.update(c.edges)
+    out.update(c.edges or {})
     out["hyperparameters"] = c.hyper.to_json()
     return out
 

@@ -220,7 +220,7 @@ def margins_at(hyper: Any, K: float) -> dict[str, Any]:
     exact = exact_stability(hyper, K)
     return {"margin_continuum": float(continuum_margin(hyper, K)),
             "margin_exact": float(exact.margin), "zeta_exact": float(exact.zeta_exact),
-            "lr": hyper.lr, **edges(hyper, K),
+            "lr": hyper.lr, **edges(hyper, K, exact),
             "lag_applies": exact.lag_applies, "note": exact.note}  # fmt: skip
 
 
