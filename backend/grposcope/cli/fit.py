@@ -28,21 +28,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--until", type=float, metavar="STEP", help="use only steps <= STEP")
     p.add_argument("--predict", metavar="FROM:TO", help="predict the mean metric over steps")
     p.add_argument("--lr", type=float, help="learning rate: enables the constrained fit")
-    p.add_argument("--momentum", type=float, default=0.9, help="beta1 / momentum (0.9)")
-    p.add_argument(
-        "--k-ref",
-        type=int,
-        default=1,
-        dest="k_ref",
-        help="optimizer steps per generation batch x num_iterations (1)",
-    )
-    p.add_argument("--optimizer", choices=("adamw", "sgd"), default="adamw")
-    p.add_argument(
-        "--correction",
-        choices=("none", "is", "is_clipped"),
-        default="none",
-        help="importance correction of stale samples (none)",
-    )
+    add_hyper_arguments(p)
     p.add_argument(
         "--completions-per-step",
         type=float,
@@ -125,6 +111,32 @@ def _sampling(args: argparse.Namespace, key: str, series: Any, until: float | No
         raise CliError(str(exc)) from None
 
 
+def add_hyper_arguments(p: argparse.ArgumentParser) -> None:
+    """The hyperparameters of the stability model other than --lr (shared with `stability`)."""
+    p.add_argument("--momentum", type=float, default=0.9, help="beta1 / momentum (0.9)")
+    p.add_argument(
+        "--k-ref",
+        type=int,
+        default=1,
+        dest="k_ref",
+        help="optimizer steps per generation batch x num_iterations (1)",
+    )
+    p.add_argument("--optimizer", choices=("adamw", "sgd"), default="adamw")
+    p.add_argument(
+        "--correction",
+        choices=("none", "is", "is_clipped"),
+        default="none",
+        help="importance correction of stale samples (none)",
+    )
+    p.add_argument(
+        "--stale-fraction",
+        type=float,
+        dest="stale_fraction",
+        metavar="S",
+        help="measured share of K that lags, K_s/K (default: 1 for none, 0 for is/is_clipped)",
+    )
+
+
 def _hyper(args: argparse.Namespace) -> Any:
     if args.lr is None:
         return None
@@ -137,6 +149,7 @@ def _hyper(args: argparse.Namespace) -> Any:
             momentum=args.momentum,
             k_ref=args.k_ref,
             correction=args.correction,
+            stale_fraction=args.stale_fraction,
         )
     except ValueError as exc:
         raise CliError(str(exc)) from None

@@ -20,6 +20,7 @@ COMMAND_MODULES = (
     "runs",
     "importer",
     "fit",
+    "stability",
     "bandit",
     "worker",
     "demo",

@@ -524,6 +524,25 @@ def edges(h: Hyper, K: float, exact: ExactStability | None = None) -> dict[str, 
     }
 
 
+def report(h: Hyper, K: float) -> dict[str, float | int | bool | str | None]:
+    """Everything the stability model says of settings h at stiffness K, as JSON values: both
+    margins, the exact damping ratio, the edges, whether the lag term applies and why.
+
+    One place for it: the worker's fits (at the configured peak lr), the supplied-curvature
+    margins and ``grposcope stability`` all report this dict.
+    """
+    exact = exact_stability(h, K)
+    return {
+        "margin_continuum": float(continuum_margin(h, K)),
+        "margin_exact": float(exact.margin),
+        "zeta_exact": float(exact.zeta_exact),
+        "lr": h.lr,
+        **edges(h, K, exact),
+        "lag_applies": exact.lag_applies,
+        "note": exact.note,
+    }
+
+
 def critical_lr(
     h: Hyper, K: float, method: Literal["exact", "continuum"] = "exact"
 ) -> float | None:

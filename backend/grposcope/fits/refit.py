@@ -23,6 +23,7 @@ from grposcope.diagnostics.data import SuppliedMargin
 from grposcope.dynamics.fit import fit_series
 from grposcope.dynamics.fit_result import FitResult, finite
 from grposcope.dynamics.forecast import compute_budget
+from grposcope.dynamics.stability import report
 from grposcope.metrics.service import load_many_arrays
 from grposcope.models import FitSnapshot, Run, utcnow
 from grposcope.runs.service import pick_reward_key
@@ -150,7 +151,7 @@ def fit_one(
         columns.update(margin_continuum=carried.get("margin_continuum"),
                        margin_exact=carried.get("margin_exact"))  # fmt: skip
     elif "constrained" in payload and result.constrained is not None:
-        payload["constrained"].update(step=last, **finite(margins_at(hyper, result.constrained.K)),
+        payload["constrained"].update(step=last, **finite(report(hyper, result.constrained.K)),
                                       lr_measured_at=fit_hyper.lr)  # fmt: skip
         columns.update(margin_continuum=payload["constrained"]["margin_continuum"],
                        margin_exact=payload["constrained"]["margin_exact"])  # fmt: skip
@@ -213,17 +214,6 @@ def _rise_end(values: np.ndarray) -> int:
     return int(min(reached[0] + width, v.size - 1)) if reached.size else v.size - 1
 
 
-def margins_at(hyper: Any, K: float) -> dict[str, Any]:
-    """Margins of the run's configured hyperparameters (its peak lr) at the measured K."""
-    from grposcope.dynamics.stability import continuum_margin, edges, exact_stability
-
-    exact = exact_stability(hyper, K)
-    return {"margin_continuum": float(continuum_margin(hyper, K)),
-            "margin_exact": float(exact.margin), "zeta_exact": float(exact.zeta_exact),
-            "lr": hyper.lr, **edges(hyper, K, exact),
-            "lag_applies": exact.lag_applies, "note": exact.note}  # fmt: skip
-
-
 def supplied_margin(run: Run) -> SuppliedMargin | None:
     """The margins of the run's hyperparameters at the curvature it brought with it
     (``hyperparameters.curvature``), or None without one or without the hyperparameters a
@@ -232,7 +222,7 @@ def supplied_margin(run: Run) -> SuppliedMargin | None:
     if hyper is None or run.curvature is None:
         return None
     k = float(run.curvature)
-    m = margins_at(hyper, k)
+    m = report(hyper, k)
     return SuppliedMargin(
         K=k,
         margin_exact=m["margin_exact"],
