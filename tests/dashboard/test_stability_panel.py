@@ -33,8 +33,8 @@ def test_noise_line_gives_the_sampling_share_of_the_scatter():
 
 def test_a_supplied_curvature_gives_its_margins_before_any_fit():
     supplied = {"K": 0.105, "stale_share": 1.52, "margin_exact": -1.16,
-                "margin_continuum": -9.8, "lag_applies": True, "k_ref_critical": 9,
-                "lr_critical": 0.093}  # fmt: skip
+                "margin_continuum": -9.8, "lag_applies": True, "k_ref_critical_exact": 9,
+                "lr_critical_exact": 0.093}  # fmt: skip
     early = repr(run_panels.stability(None, supplied))
     assert "supplied curvature K = " in early and "0.105" in early and "−1.16" in early
     assert "text-danger" in early  # past the edge, in the margin's colour

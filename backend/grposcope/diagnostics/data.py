@@ -42,8 +42,8 @@ class SuppliedMargin:
     margin_continuum: float
     lag_applies: bool
     stale_share: float
-    k_ref_critical: int | None = None  # the smallest unstable K_ref at K (exact)
-    lr_critical: float | None = None  # the learning rate at the edge (exact)
+    k_ref_critical_exact: int | None = None  # the shortest unstable K_ref at K
+    lr_critical_exact: float | None = None  # the learning rate at the edge
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ gets a cold fit, which only costs a few milliseconds more.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import threading
 import time
@@ -221,7 +222,13 @@ def supplied_margin(run: Run) -> SuppliedMargin | None:
     hyper = hyper_for(run) if run.curvature else None
     if hyper is None or run.curvature is None:
         return None
-    k = float(run.curvature)
+    return _supplied_at(hyper, float(run.curvature))
+
+
+@functools.lru_cache(maxsize=1024)
+def _supplied_at(hyper: Any, k: float) -> SuppliedMargin:
+    """Cached: the rules read it on every refit and the run page on every poll, and it only
+    changes with the run's hyperparameters (SuppliedMargin is frozen, so sharing is safe)."""
     m = report(hyper, k)
     return SuppliedMargin(
         K=k,
@@ -229,8 +236,8 @@ def supplied_margin(run: Run) -> SuppliedMargin | None:
         margin_continuum=m["margin_continuum"],
         lag_applies=bool(m["lag_applies"]),
         stale_share=hyper.stale_share,
-        k_ref_critical=m["k_ref_critical_exact"],
-        lr_critical=m["lr_critical_exact"],
+        k_ref_critical_exact=m["k_ref_critical_exact"],
+        lr_critical_exact=m["lr_critical_exact"],
     )
 
 

@@ -161,12 +161,7 @@ def supplied_line(supplied: Mapping[str, Any]) -> html.Div:
             ". ",
             margin_sentence(exact),
             " ",
-            edge_text(
-                {
-                    "k_ref_critical_exact": supplied.get("k_ref_critical"),
-                    "lr_critical_exact": supplied.get("lr_critical"),
-                }
-            ),
+            edge_text(supplied),
         ],
         className="mb-2",
     )
