@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from grposcope.dynamics.fit import fit_series
-from grposcope.dynamics.fit_priors import MODEL_WEIGHT
+from grposcope.dynamics.fit_priors import MIX_WEIGHTS
 from grposcope.dynamics.forecast import (
     compute_budget,
     forecast_band,
@@ -35,7 +35,7 @@ def test_window_prediction_tracks_the_truth_and_covers_it() -> None:
         errors.append(abs(pred.mean - truth))
         assert pred.lo < pred.mean < pred.hi
         hits += pred.lo <= truth <= pred.hi
-    # range p* − p0 = 1; shrinking the curve's change by MODEL_WEIGHT (chosen on real runs)
+    # range p* − p0 = 1; shrinking the curves' change by the mix weights (learned on real runs)
     # costs some bias here
     assert np.median(errors) < 0.15 and max(errors) < 0.35
     assert hits >= 14  # nominal 80 % (16/20); the intervals must not be far too narrow
@@ -49,12 +49,14 @@ def test_forecast_is_anchored_on_the_recent_level() -> None:
     y[-30:] += 0.15
     fit = fit_series(t, y)
     pred = predict_window(fit, 320, 360)
-    assert pred.weight == pytest.approx(MODEL_WEIGHT)
+    assert dict(pred.weights) == MIX_WEIGHTS and pred.method == "mix"
     gap = fit.recent_level - pred.model_mean
     assert gap > 0.04  # the curve's plateau sits below the recent points
-    # an equal mix of curve and recent level would sit gap / 2 away; the anchored forecast is
-    # much closer to the recent level (the curve adds only its small predicted change)
-    assert abs(pred.mean - fit.recent_level) < 0.4 * gap
+    # the curve adds only its small predicted change; the long level (last 30 % of points,
+    # a third of them lifted) pulls half-way towards it
+    expected = fit.recent_level + MIX_WEIGHTS["long_level"] * (fit.long_level - fit.recent_level)
+    assert pred.mean == pytest.approx(expected, abs=0.03)
+    assert pred.model_mean + 0.25 * gap < pred.mean < fit.recent_level
 
 
 def test_weak_fit_shrinks_to_recent_level() -> None:
@@ -63,15 +65,15 @@ def test_weak_fit_shrinks_to_recent_level() -> None:
     y = rng.normal(0.4, 0.3, t.size)  # no trend: the fit explains nothing
     fit = fit_series(t, y)
     pred = predict_window(fit, 300, 400)
-    assert pred.weight < 0.2
-    assert pred.mean == pytest.approx(fit.recent_level, abs=0.05)
+    # no trend: the curves predict no change; the forecast is persistence with less noise
+    assert pred.mean == pytest.approx(0.5 * (fit.recent_level + fit.long_level), abs=0.05)
+    assert pred.lo < 0.4 < pred.hi
 
 
 def test_good_fit_uses_the_curve() -> None:
     t, y = _run(2, noise=0.02)
     fit = fit_series(t[:120], y[:120])
     pred = predict_window(fit, 250, 300)
-    assert pred.weight == pytest.approx(MODEL_WEIGHT)
     assert pred.mean > fit.recent_level  # still rising: the forecast goes above the last level
 
 
@@ -127,7 +129,7 @@ def test_forecast_band_ahead_is_the_window_forecast() -> None:
     j = int(np.flatnonzero(steps > 400)[0])
     at = predict_window(fit, steps[j], steps[j])
     assert band.mean[j] == pytest.approx(at.mean, abs=1e-9)
-    assert band.mean[j] > at.model_mean + 0.04  # anchored above the curve, like the forecast
+    assert band.mean[j] > at.model_mean + 0.01  # anchored above the curve, like the forecast
     half = band.hi[j] - band.mean[j]
     assert half < at.hi - at.mean  # no single-step noise in the band, so narrower
 
@@ -175,25 +177,32 @@ def test_what_if_needs_the_constrained_fit() -> None:
         what_if(_constrained_fit(), lr=-1.0)
 
 
-def test_dev_runs_prefix_forecasts_beat_the_recent_level(real_logs) -> None:
-    """On the development runs (where the forecast was designed), prefix forecasts of the next
-    and the last 20 % must beat the naive recent level and keep ~80 % interval coverage."""
+def test_corpus_prefix_forecasts_beat_persistence_and_cover(real_logs) -> None:
+    """On every real run (main, extra/, wide/), forecasts from 30 % and 50 % of the points of
+    the next 10 % and of the last 20 % beat the last-window mean and keep their 80 % intervals
+    near 80 % (the full leave-one-family-out tables: bench/backtest.py, docs/dynamics-fit.md)."""
     from grposcope.logfiles import guess_reward_key, read_log
 
     errors, naive, hits = [], [], []
-    for path in sorted(real_logs.glob("*.csv")):
+    paths = [
+        p for d in (real_logs, real_logs / "extra", real_logs / "wide") for p in d.glob("*.csv")
+    ]
+    for path in sorted(paths):
         series = read_log(path)
-        steps, values = series[guess_reward_key(series.keys())]
-        sd, first, last = values.std(), steps[0], steps[-1]
+        key = guess_reward_key(series.keys())
+        if key is None or series[key][0].size < 20:
+            continue
+        steps, values = series[key]
+        n, sd = values.size, values.std()
         for f in (0.3, 0.5):
-            seen = steps <= first + f * (last - first)
-            fit = fit_series(steps[seen], values[seen])
-            for a, b in ((f, f + 0.2), (0.8, 1.0)):
-                lo, hi = first + a * (last - first), first + b * (last - first)
-                truth = values[(steps >= lo) & (steps <= hi)].mean()
-                pred = predict_window(fit, lo, hi)
+            ns = round(f * n)
+            fit = fit_series(steps[:ns], values[:ns])
+            for a, b in ((ns, ns + round(0.1 * n)), (round(0.8 * n), n)):
+                truth = values[a:b].mean()
+                pred = predict_window(fit, steps[a], steps[b - 1])
                 errors.append(abs(pred.mean - truth) / sd)
                 naive.append(abs(fit.recent_level - truth) / sd)
                 hits.append(pred.lo <= truth <= pred.hi)
-    assert np.median(errors) < np.median(naive)
-    assert 0.65 <= np.mean(hits) <= 0.95
+    assert len(errors) > 150
+    assert np.median(errors) < 0.95 * np.median(naive)
+    assert 0.72 <= np.mean(hits) <= 0.88

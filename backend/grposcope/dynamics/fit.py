@@ -22,7 +22,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from grposcope.dynamics import fit_core as core
-from grposcope.dynamics.fit_priors import DEFAULT_PRIORS, Z80, Priors
+from grposcope.dynamics.fit_priors import DEFAULT_PRIORS, LONG_FRACTION, Z80, Priors
 from grposcope.dynamics.fit_result import (
     ConstrainedFit,
     ExponentialFit,
@@ -38,6 +38,7 @@ from grposcope.dynamics.smoothing import (
     Series,
     aic,
     bin_series,
+    known_bounds,
     lag1_autocorrelation,
     moving_average,
     prepare,
@@ -312,6 +313,8 @@ def fit_series(
         recent_first_step=float(series.steps[-k]),
         step_spacing=float(np.median(np.diff(series.steps))),
         noise=noise,
+        long_level=float(np.mean(series.values[-max(3, int(round(LONG_FRACTION * n))) :])),
+        bounds=known_bounds(metric, series.values),
     )
 
 

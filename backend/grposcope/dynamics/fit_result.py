@@ -126,6 +126,8 @@ class FitResult:
     recent_first_step: float = float("nan")  # first step of the recent-level window
     step_spacing: float = 1.0
     noise: NoiseSplit | None = None  # sampling vs dynamical split (fit_series(sampling=...))
+    long_level: float = float("nan")  # mean of the last 30 % of points (the mix's long level)
+    bounds: tuple[float, float] | None = None  # known range of the metric (a 0/1 rate), or None
 
     def to_json(
         self, predict: tuple[float, float] | None = None, horizon: float | None = None

@@ -1,20 +1,21 @@
 """Forecasts from a fit: the mean metric over a future window, the plateau's arrival, compute.
 
-A forecast is anchored on the recent level (mean of the last 10 % of points) and adds the
-change the fitted curve predicts from that recent window to the target window, with weight
-MODEL_WEIGHT, reduced linearly when the fit's smoothed R² is below WEAK_R2:
+A forecast is a combination of the curves grposcope knows, anchored on persistence (the mean
+of the last 10 % of points, the "recent level"):
 
-    mean = recent level + w · (curve over the target − curve over the recent window)
+    mean = recent level + Σ wᵢ · (candidateᵢ − recent level)
 
-The curve is fitted to the whole prefix, so its level at the end can sit off the recent data
-(priors, a wandering run); its predicted *change* is what it knows that the recent level does
-not. On the development runs this beat the earlier mix w·curve + (1 − w)·recent and both of
-its parts (DESIGN 2.4, numbers in docs/dynamics-fit.md). Its variance adds (a) the noise of
-the recent level and of the target window's mean, widened for autocorrelation, (b) the
-parameter uncertainty of the predicted change (Laplace covariance, delta method), (c) a
-model-error term growing linearly with the distance past the last step, KAPPA · series sd ·
-distance / steps seen, calibrated on real runs (fit_priors.py), and (d) the part of the
-predicted change that was shrunk away, ((1 − w)·change)².
+with the candidates of `fit_priors.MIX_WEIGHTS`: the long level (mean of the last 30 % of
+points), and the changes the fitted oscillator and single exponential predict from the recent
+window to the target window. The weights were learned by leave-one-family-out backtesting on
+real runs (`bench/backtest.py`, docs/dynamics-fit.md): persistence alone was hard to beat on
+runs nobody tuned on, and a bare fitted curve extrapolates its errors, so each curve only
+contributes its shrunk *change*. Its variance adds (a) the noise of the recent level and of the
+target window's mean, widened for autocorrelation, (b) the weighted parameter uncertainty of the
+oscillator's change (Laplace covariance, delta method), and (c) a model-error term growing
+linearly with the distance past the last step, KAPPA · series sd · distance / steps seen,
+calibrated by the same backtest. A metric with a known range (a 0/1 rate) has its interval
+clipped to it.
 """
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ from typing import Any
 import numpy as np
 
 from grposcope.dynamics import fit_core as core
-from grposcope.dynamics.fit_priors import KAPPA, MODEL_WEIGHT, WEAK_R2, Z80
+from grposcope.dynamics.fit_priors import KAPPA, MIX_WEIGHTS, Z80
 from grposcope.dynamics.fit_result import FitResult, finite
+from grposcope.dynamics.model import single_exponential
 from grposcope.dynamics.smoothing import variance_inflation
 
 _MAX_WINDOW_POINTS = 200
@@ -45,11 +47,21 @@ class Prediction:
     hi: float
     model_mean: float  # the fitted curve's mean over the window
     recent_level: float
-    weight: float  # weight of the curve's predicted change in `mean`
+    weights: tuple[tuple[str, float], ...] = ()  # (candidate, weight) of the mix in `mean`
+    method: str = "mix"
 
     def to_json(self) -> dict[str, Any]:
         return finite(
-            {"from": self.start, "to": self.end, "mean": self.mean, "lo": self.lo, "hi": self.hi}
+            {
+                "from": self.start,
+                "to": self.end,
+                "mean": self.mean,
+                "lo": self.lo,
+                "hi": self.hi,
+                "method": self.method,
+                "recent_level": self.recent_level,
+                "weights": dict(self.weights),
+            }  # fmt: skip
         )
 
 
@@ -98,26 +110,6 @@ def _curve_and_variance(result: FitResult, steps: np.ndarray) -> tuple[np.ndarra
     return sc.center + sc.scale * base, cov
 
 
-def _change_and_variance(
-    result: FitResult, recent: np.ndarray, target: np.ndarray
-) -> tuple[float, float, float]:
-    """(curve mean over target, curve change recent → target, parameter variance of it)."""
-    curve, cov = _curve_and_variance(result, np.concatenate([recent, target]))
-    contrast = np.concatenate(
-        [np.full(recent.size, -1.0 / recent.size), np.full(target.size, 1.0 / target.size)]
-    )
-    change = float(contrast @ curve)
-    var = float(contrast @ cov @ contrast) if np.all(np.isfinite(cov)) else float("inf")
-    return float(np.mean(curve[recent.size :])), change, max(var, 0.0)
-
-
-def _weight(result: FitResult) -> float:
-    osc = result.oscillator
-    if osc is None or not result.success or not math.isfinite(osc.r2_smoothed):
-        return 0.0
-    return MODEL_WEIGHT * min(max(osc.r2_smoothed, 0.0) / WEAK_R2, 1.0)
-
-
 def _drift_sd(result: FitResult, step: float) -> float:
     sc = result.scaling
     assert sc is not None and result.last_step is not None
@@ -132,6 +124,54 @@ def _recent_steps(result: FitResult) -> np.ndarray:
     return np.linspace(first, result.last_step, int(min(max(result.n_recent, 1), 200)))
 
 
+def _weights(result: FitResult) -> dict[str, float]:
+    """The mix's weights; a curve that did not converge contributes nothing."""
+    ok = result.success and result.single_exponential is not None
+    weights = dict(MIX_WEIGHTS)
+    if not ok:
+        weights["oscillator"] = weights["exponential"] = 0.0
+    if not math.isfinite(result.long_level):
+        weights["long_level"] = 0.0
+    return weights
+
+
+def _exponential(result: FitResult, steps: np.ndarray) -> np.ndarray:
+    e = result.single_exponential
+    assert e is not None
+    return single_exponential(steps, e.p_star, e.p0, e.rate, e.t0)
+
+
+def _mix(result: FitResult, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(mix mean, weighted parameter variance, oscillator curve) at each of `steps`."""
+    recent = _recent_steps(result)
+    nr = recent.size
+    w = _weights(result)
+    curve, cov = _curve_and_variance(result, np.concatenate([recent, steps]))
+    d_osc = curve[nr:] - np.mean(curve[:nr])
+    if np.all(np.isfinite(cov)):
+        var_osc = np.diag(cov)[nr:] - 2.0 * np.mean(cov[:nr, nr:], axis=0) + np.mean(cov[:nr, :nr])
+    else:
+        var_osc = np.full(steps.size, 0.0 if w["oscillator"] == 0 else np.inf)
+    mean = result.recent_level + w["oscillator"] * d_osc
+    if w["exponential"]:
+        exp_curve = _exponential(result, np.concatenate([recent, steps]))
+        mean = mean + w["exponential"] * (exp_curve[nr:] - np.mean(exp_curve[:nr]))
+    if w["long_level"]:
+        mean = mean + w["long_level"] * (result.long_level - result.recent_level)
+    return mean, w["oscillator"] ** 2 * np.maximum(var_osc, 0.0), curve[nr:]
+
+
+def _recent_variance(result: FitResult) -> float:
+    var = result.noise_sd**2 * variance_inflation(result.autocorrelation)
+    return var / max(result.n_recent, 1)
+
+
+def _clip(result: FitResult, lo: Any, hi: Any) -> tuple[Any, Any]:
+    if result.bounds is None:
+        return lo, hi
+    return np.clip(lo, *result.bounds), np.clip(hi, *result.bounds)
+
+
 def predict_window(result: FitResult, start: float, end: float) -> Prediction:
     """Mean of the metric over logged steps in [start, end], with an 80 % interval."""
     _require(result)
@@ -139,24 +179,16 @@ def predict_window(result: FitResult, start: float, end: float) -> Prediction:
         raise ValueError(f"window must be finite with from <= to, got {start!r}:{end!r}")
     n_window = max(1.0, (end - start) / max(result.step_spacing, 1e-12) + 1.0)
     steps = np.linspace(start, end, int(min(n_window, _MAX_WINDOW_POINTS)))
-    model_mean, change, var_change = _change_and_variance(result, _recent_steps(result), steps)
+    means, var_params, curve = _mix(result, steps)
+    mean = float(np.mean(means))
     var_obs = result.noise_sd**2 * variance_inflation(result.autocorrelation) / n_window
     var_drift = _drift_sd(result, 0.5 * (start + end)) ** 2
-    mean, var = _combine(result, change, var_change, var_obs + var_drift)
-    mean, var = float(mean), float(var)
+    var = _recent_variance(result) + var_obs + var_drift + float(np.mean(var_params))
     half = Z80 * math.sqrt(var) if math.isfinite(var) else float("inf")
-    return Prediction(start, end, mean, mean - half, mean + half, model_mean,
-                      result.recent_level, _weight(result))  # fmt: skip
-
-
-def _combine(result: FitResult, change: Any, var_change: Any, var_extra: Any) -> tuple[Any, Any]:
-    """The anchored forecast (module docstring): recent level + w · change, and its variance
-    (recent level's noise + ``var_extra`` + the weighted change's + the shrunk-away part)."""
-    w = _weight(result)
-    var_recent = result.noise_sd**2 * variance_inflation(result.autocorrelation)
-    var_recent /= max(result.n_recent, 1)
-    var = var_recent + var_extra + w * w * var_change + ((1.0 - w) * change) ** 2
-    return result.recent_level + w * change, var
+    lo, hi = _clip(result, mean - half, mean + half)
+    weights = tuple(sorted(_weights(result).items()))
+    return Prediction(start, end, mean, float(lo), float(hi), float(np.mean(curve)),
+                      result.recent_level, weights)  # fmt: skip
 
 
 def forecast_band(result: FitResult, horizon: float | None = None) -> Band:
@@ -179,26 +211,17 @@ def forecast_band(result: FitResult, horizon: float | None = None) -> Band:
     ahead = steps > result.last_step
     if ahead.any():
         level[ahead], sd[ahead] = _anchored(result, steps[ahead], drift[ahead])
-    means, los, his = level.tolist(), (level - Z80 * sd).tolist(), (level + Z80 * sd).tolist()
+    lo, hi = _clip(result, level - Z80 * sd, level + Z80 * sd)
+    means, los, his = level.tolist(), np.asarray(lo).tolist(), np.asarray(hi).tolist()
     return Band(tuple(steps), tuple(means), tuple(los), tuple(his))
 
 
 def _anchored(
     result: FitResult, steps: np.ndarray, drift: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``predict_window``'s mean and sd for one-step windows at `steps` (no per-step noise),
-    all from one curve evaluation over the recent window and the steps."""
-    recent = _recent_steps(result)
-    curve, cov = _curve_and_variance(result, np.concatenate([recent, steps]))
-    nr = recent.size
-    change = curve[nr:] - np.mean(curve[:nr])
-    if np.all(np.isfinite(cov)):
-        var_change = (np.diag(cov)[nr:] - 2.0 * np.mean(cov[:nr, nr:], axis=0)
-                      + np.mean(cov[:nr, :nr]))  # fmt: skip
-    else:
-        var_change = np.full(steps.size, np.inf)
-    mean, var = _combine(result, change, np.maximum(var_change, 0.0), drift**2)
-    return mean, np.sqrt(var)
+    """``predict_window``'s mean and sd for one-step windows at `steps` (no per-step noise)."""
+    mean, var_params, _ = _mix(result, steps)
+    return mean, np.sqrt(_recent_variance(result) + var_params + drift**2)
 
 
 def steps_to_plateau(result: FitResult) -> float | None:

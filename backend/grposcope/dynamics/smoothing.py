@@ -133,3 +133,22 @@ def variance_inflation(rho: float) -> float:
     """(1 + ρ)/(1 − ρ): variance of a mean of AR(1) noise relative to white noise."""
     rho = min(max(rho, 0.0), 0.9)
     return (1.0 + rho) / (1.0 - rho)
+
+
+# Metric names that are rates: a share of completions that were correct, passed, succeeded.
+_RATE_WORDS = ("accuracy", "acc", "success", "pass", "rate", "correct", "frac", "answer_reward")
+
+
+def known_bounds(metric: str, values: Array) -> tuple[float, float] | None:
+    """(0, 1) when the metric is a rate by its name and every logged value lies in [0, 1].
+
+    A forecast interval of a rate is clipped to its range; a reward that is a sum of
+    components has no known bound (it may exceed 1 later), so a name is required, not only
+    the values seen so far.
+    """
+    low = metric.lower()
+    if not any(word in low for word in _RATE_WORDS) or values.size == 0:
+        return None
+    if float(np.min(values)) < 0.0 or float(np.max(values)) > 1.0:
+        return None
+    return (0.0, 1.0)

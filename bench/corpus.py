@@ -1,0 +1,91 @@
+"""The real-log corpus for backtests: runs, their reward series, family and what SOURCES.md says.
+
+A run's *family* is the group it is held out with in leave-one-family-out scoring: the
+SOURCES.md family letter (A–E, same recipe) where there is one, else its source (the repository
+owner, the file-name prefix). Sources that share a recipe are merged (the Unsloth organisation's
+notebooks, whatever account published them), so nothing learned on one copy of a recipe is scored
+on another copy of it.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "backend"))
+
+from grposcope.logfiles import guess_reward_key, read_log  # noqa: E402
+
+# Sources that share one recipe (and often one published table): held out together.
+_MERGED_SOURCES = {
+    "unsloth": "unsloth",
+    "unslothai": "unsloth",
+    "xun3": "unsloth",  # family A: the Unsloth Qwen2.5-3B notebook re-run
+    "imjonezz": "unsloth",  # family B: the Unsloth Llama-3.1-8B notebook re-run
+    "benjaminsinzore": "unsloth",  # family B
+    "basilenouvellet": "unsloth",  # same willccbb/Unsloth GSM8K reward functions
+    "abdoashraf": "unsloth",
+    "onlyjokers": "unsloth",
+    "udacity": "udacity",  # family D
+    "sunshine": "sunshine",  # family E
+    "cs336": "cs336",  # family C
+    "shibukizero": "cs336",  # CS336-style loops
+}
+
+# Runs SOURCES.md describes as collapsing or degrading: (first step of the failure, kind).
+FAILING = {
+    "shibukizero_qwen2.5-math-1.5b_math_cs336grpo_offpolicy-e16-tb256-40step_collapse": (
+        5, "collapse"),
+    "shibukizero_qwen2.5-math-1.5b_math_cs336grpo_offpolicy-e2-tb256-noclip_collapse": (
+        90, "collapse"),
+    "unslothai_gpt-oss-20b_matmul-kernel_G2_run1": (1, "degradation"),
+    "unslothai_qwen3-8b-fp8_dapo-math_G4": (1, "degradation"),
+}  # fmt: skip
+
+# The off-policy sweep of one CS336-style loop (precursor target: warn on the collapses, on
+# none of the healthy runs).
+SWEEP_PREFIX = "shibukizero_qwen2.5-math-1.5b_math_cs336grpo_offpolicy"
+
+
+@dataclass(frozen=True)
+class Run:
+    name: str
+    family: str
+    key: str
+    steps: np.ndarray
+    values: np.ndarray
+    series: dict[str, tuple[np.ndarray, np.ndarray]]
+
+    @property
+    def sd(self) -> float:
+        return float(np.std(self.values))
+
+
+def family_of(name: str) -> str:
+    owner = name.split("_")[0]
+    return _MERGED_SOURCES.get(owner, owner)
+
+
+def load_runs(folders: list[Path]) -> list[Run]:
+    """Every CSV in `folders` (not recursive) with a reward series of at least 20 points."""
+    runs = []
+    for folder in folders:
+        for path in sorted(folder.glob("*.csv")):
+            series = read_log(path)
+            key = guess_reward_key(list(series))
+            if key is None:
+                continue
+            steps, values = series[key]
+            ok = np.isfinite(values)
+            if ok.sum() < 20:
+                continue
+            runs.append(Run(path.stem, family_of(path.stem), key, steps[ok], values[ok], series))
+    return runs
+
+
+def corpus_folders(root: Path) -> list[Path]:
+    return [p for p in (root, root / "extra", root / "wide") if p.is_dir()]
