@@ -167,7 +167,7 @@ def report(all_cases: list[Case]) -> None:
         g = np.median([score(c, c.preds["grposcope"])[0] for c in group])
         p = np.median([score(c, c.preds["persistence"])[0] for c in group])
         e = np.median([score(c, c.preds["exponential"])[0] for c in group])
-        ratios.append(f"{name}: grposcope/persistence {g / p:.2f}, grposcope/exponential {g / e:.2f}")
+        ratios.append(f"{name}: grposcope/persistence {g / p:.2f}, /exponential {g / e:.2f}")
     print("\n" + "\n".join(ratios))
 
 
