@@ -89,3 +89,25 @@ def load_runs(folders: list[Path]) -> list[Run]:
 
 def corpus_folders(root: Path) -> list[Path]:
     return [p for p in (root, root / "extra", root / "wide") if p.is_dir()]
+
+
+# Runs SOURCES.md (or the collection notes) describe as failing in other ways, and runs that never
+# learn or sit on a noisy plateau: a plateau / no-learning alert is right there; a critical is not.
+FAILING_OTHER = {
+    "cs336_damek_qwen25math15b_gsm8k_r1zero_G8": "degrades late (train 0.9 → 0.45)",
+    "aaipl_gptoss20b_minesweeper": "rises, then collapses at the end",
+}
+NOT_LEARNING = (
+    "unsloth_official_phi4_14b_gsm8k_G6_nolearning", "duruoli_", "freakz3z_", "coicozoi_",
+    "unslothai_deepseek-r1-0528", "unslothai_gpt-oss-20b-bf16", "alexchilton_", "jzystar_",
+    "sushantmehta-code_", "uqcxu9_", "unslothai_qwen3.5-4b_mathvista",
+)  # fmt: skip
+
+
+def label(name: str) -> str:
+    """failing | not_learning | healthy (what an alert on this run should be)."""
+    if name in FAILING or name in FAILING_OTHER:
+        return "failing"
+    if any(name.startswith(p) for p in NOT_LEARNING):
+        return "not_learning"
+    return "healthy"

@@ -183,18 +183,49 @@ def test_plateau_from_fit_history_with_saving():
             r2_smoothed=0.9,
             p_star=0.8,
             p0=0.1,
-            plateau_start=120.0,
+            plateau_start=80.0,
             noise_sd=0.05,
             n_points=k,
         )
         for k in range(50, 201, 10)
     ]
-    data = RunData(
-        {"reward": (np.arange(1, 201), np.zeros(200))}, "reward", fits=fits, total_steps=500
-    )
+    flat = 0.8 + np.random.default_rng(0).normal(0, 0.05, 200)
+    data = RunData({"reward": (np.arange(1, 201), flat)}, "reward", fits=fits, total_steps=500)
     out = evaluate("plateau_reached", data, defaults("plateau_reached"))
     assert out.status == "firing" and out.severity == "info"
     assert out.evidence["steps_saved_by_stopping"] == 300
+    assert out.evidence["still_improving"] is False and out.evidence["components_rising"] == []
+    assert abs(out.evidence["recent_slope_t"]) < 2.0
+
+
+def _plateau_fits() -> list[FitPoint]:
+    return [FitPoint(step=k, success=True, r2_smoothed=0.9, p_star=0.8, p0=0.1,
+                     plateau_start=80.0, noise_sd=0.05, n_points=k)
+            for k in range(50, 201, 10)]  # fmt: skip
+
+
+def test_plateau_vetoed_while_a_component_still_rises():
+    """A staged reward: the total is flat while correctness climbs and format sags (the
+    standard GRPO pattern). The fit says "plateau"; the rising component says "not yet"."""
+    rng = np.random.default_rng(1)
+    t = np.arange(1, 201)
+    correctness = np.clip((t - 100) / 200, 0, None) + rng.normal(0, 0.02, 200)
+    fmt = 0.8 - np.clip((t - 100) / 200, 0, None) + rng.normal(0, 0.02, 200)
+    series = {"reward": (t, correctness + fmt), "rewards/correct/mean": (t, correctness),
+              "rewards/format/mean": (t, fmt)}  # fmt: skip
+    data = RunData(series, "reward", fits=_plateau_fits(), total_steps=500)
+    out = evaluate("plateau_reached", data, defaults("plateau_reached"))
+    assert out.status == "ok"
+    without = RunData({"reward": series["reward"]}, "reward", fits=_plateau_fits(), total_steps=500)
+    assert evaluate("plateau_reached", without, defaults("plateau_reached")).status == "firing"
+
+
+def test_plateau_vetoed_while_the_reward_still_rises():
+    rng = np.random.default_rng(2)
+    t = np.arange(1, 201)
+    rising = 0.8 + 0.002 * (t - 200) + rng.normal(0, 0.05, 200)
+    data = RunData({"reward": (t, rising)}, "reward", fits=_plateau_fits(), total_steps=500)
+    assert evaluate("plateau_reached", data, defaults("plateau_reached")).status == "ok"
 
 
 def test_disabled_rule_is_unavailable_and_params_validated():
@@ -302,8 +333,11 @@ def test_reward_fall_back_to_the_start_is_critical():
     out = _fall(s, v)
     assert out.severity == "critical" and out.evidence["fall_share_of_gain"] > 0.9
     s, v = _rise_then(160, lambda s: np.where(s < 80, 0.8, 0.45), 0.05, rng)
-    assert _fall(s, v).severity == "warning"  # half the gain lost: a warning
-    assert _fall(s, v, critical_fraction=0.4).severity == "critical"  # overridable
+    # an abrupt fall of 7 noise σ is a collapse (critical) whatever share of the gain it is
+    assert _fall(s, v).severity == "critical" and "collapse" in _fall(s, v).evidence
+    # judged by its share of the gain alone, half the gain lost is a warning
+    assert _fall(s, v, drop_sigmas=100).severity == "warning"
+    assert _fall(s, v, drop_sigmas=100, critical_fraction=0.4).severity == "critical"
 
 
 def _osc_fits(zeta, p_star=0.8, p0=0.1):
@@ -375,3 +409,46 @@ def test_no_learning_stays_quiet_when_the_policy_moves_or_the_reward_rises():
     assert evaluate("plateau_reached", no_kl, params).status == "unavailable"
     off = evaluate("plateau_reached", _stuck_run(1e-4), {**params, "no_gain_steps": 0})
     assert off.status == "unavailable"
+
+
+def test_collapse_with_no_prior_gain_is_critical_within_five_points():
+    """The issue's missed case: 0.9 → 0.1 within a few steps, never having gained anything."""
+    rng = np.random.default_rng(3)
+    s = np.arange(1, 61)
+    v = np.where(s < 21, 0.9, 0.1) + rng.normal(0, 0.03, s.size)
+    out = evaluate("dynamical_instability", RunData({"reward": (s, v)}, "reward"),
+                   defaults("dynamical_instability"))  # fmt: skip
+    assert out.status == "firing" and out.severity == "critical"
+    assert 21 <= out.episodes[0].opened_step <= 25
+    assert out.episodes[0].evidence["collapse"]["fall_sigmas"] > 3
+    assert "collapsed from" in out.message
+
+
+def test_slow_degradation_warns_and_a_flat_noisy_run_does_not():
+    rng = np.random.default_rng(4)
+    s = np.arange(1, 201)
+    falling = 1.0 - 0.003 * s + rng.normal(0, 0.15, s.size)
+    out = evaluate("dynamical_instability", RunData({"reward": (s, falling)}, "reward"),
+                   defaults("dynamical_instability"))  # fmt: skip
+    assert out.status == "firing" and out.severity == "warning"
+    assert out.evidence["degradation"]["slope_t"] < -3
+    quiet = 0
+    for seed in range(10):
+        flat = np.random.default_rng(10 + seed).normal(0.5, 0.15, s.size)
+        o = evaluate("dynamical_instability", RunData({"reward": (s, flat)}, "reward"),
+                     defaults("dynamical_instability"))  # fmt: skip
+        quiet += o.status == "ok"
+    assert quiet >= 9
+
+
+def test_entropy_explosion_is_a_precursor_warning_before_the_reward_falls():
+    s = np.arange(1, 41)
+    reward = np.full(s.size, 0.3)
+    entropy = np.where(s < 10, 0.9, 4.0)
+    data = RunData({"reward": (s, reward), "train/token_entropy": (s, entropy)}, "reward")
+    out = evaluate("dynamical_instability", data, defaults("dynamical_instability"))
+    assert out.status == "firing" and out.severity == "warning"
+    assert out.evidence["precursor"] == "entropy_explosion"
+    assert out.evidence["entropy_growth"] >= 3
+    calm = RunData({"reward": (s, reward), "train/token_entropy": (s, 0.9 - 0.02 * s)}, "reward")
+    assert evaluate("dynamical_instability", calm, defaults("dynamical_instability")).status == "ok"

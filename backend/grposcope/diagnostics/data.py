@@ -76,3 +76,28 @@ CLIP_KEYS = (
 
 # KL to the reference, as TRL and the other loggers name it (the first present is used).
 KL_KEYS = ("kl", "train/kl", "objective/kl", "actor/kl_loss", "kl_divergence")
+
+# Precursor series as the loggers name them (TRL, the CS336-style loops, verl, Tinker).
+ENTROPY_KEYS = ("entropy", "train/token_entropy", "actor/entropy", "optim/entropy",
+                "policy_entropy")  # fmt: skip
+GRAD_NORM_KEYS = ("grad_norm", "train/grad_norm", "actor/grad_norm")
+LENGTH_KEYS = ("completions/mean_length", "completion_length", "response_length/mean",
+               "rollout/avg_response_token_length")  # fmt: skip
+
+
+def first_key(data: RunData, keys: tuple[str, ...]) -> str | None:
+    """The first of `keys` the run logs (loggers name the same quantity differently)."""
+    return next((k for k in keys if k in data.series), None)
+
+
+def component_keys(data: RunData) -> list[str]:
+    """Per-function reward means (`rewards/<fn>/mean` or `rewards/<fn>`): a staged reward
+    rises one component at a time, so each is judged on its own."""
+    out = []
+    for key in sorted(data.series):
+        if not key.startswith("rewards/") or key == data.reward_key or key == "rewards/mean":
+            continue
+        if key.endswith(("/std", "/min", "/max")):
+            continue
+        out.append(key)
+    return out

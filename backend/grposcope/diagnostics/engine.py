@@ -73,6 +73,21 @@ def _message(kind: str, evidence: Mapping[str, Any]) -> str:
             sup = evidence["supplied_curvature"]
             return (f"stability margin {sup['margin_exact']} (exact) at the supplied curvature "
                     f"K = {sup['K']}: instability ahead")  # fmt: skip
+        if "collapse" in evidence:
+            c = evidence["collapse"]
+            return (f"{c['key']} collapsed from {c['reference_level']} to {c['level_now']} "
+                    f"({c['fall_sigmas']} noise σ) in {c['points']} points")  # fmt: skip
+        if "precursor" in evidence:
+            if evidence["precursor"] == "entropy_explosion":
+                return (f"precursor: entropy rose {evidence['entropy_growth']}× its start "
+                        f"({evidence['entropy_start']} → {evidence['entropy_now']}); a collapse "
+                        "through the importance ratio often follows")  # fmt: skip
+            return (f"precursor: responses shrank to {evidence['length_now']} tokens (from "
+                    f"{evidence['length_start']}); a collapse often follows")  # fmt: skip
+        if "degradation" in evidence:
+            d = evidence["degradation"]
+            return (f"{d['key']} is drifting down: lost {d['lost_over_window']} over steps "
+                    f"{d['window'][0]}–{d['window'][1]} (slope t = {d['slope_t']})")  # fmt: skip
         if "fall_share_of_gain" in evidence:
             return (f"reward fell from {evidence['reward_peak']} to {evidence['reward_now']} "
                     f"({evidence['fall_share_of_gain']:.0%} of its gain lost)")  # fmt: skip

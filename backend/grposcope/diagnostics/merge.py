@@ -9,14 +9,15 @@ import numpy as np
 from grposcope.diagnostics.types import Sub, Trace
 
 
-def merge(subs: list[Sub], instant_sub: Sub | None = None) -> Trace:
-    """One trace from non-empty subs; ``instant_sub`` (one of them) opens without a window."""
+def merge(subs: list[Sub], instant_subs: tuple[Sub, ...] = ()) -> Trace:
+    """One trace from non-empty subs; where one of ``instant_subs`` holds, the alert opens
+    without waiting for the window (a NaN, or a collapse already confirmed over its points)."""
     grid = np.unique(np.concatenate([s[0] for s in subs]))
     per_sub = [_on_grid(s, grid) for s in subs]
     level = np.vstack([lv for lv, _ in per_sub]).max(axis=0).astype(np.int8)
     instant = np.zeros(grid.size, dtype=bool)
-    if instant_sub is not None:
-        instant = np.isin(grid, instant_sub[0])
+    for sub in instant_subs:
+        instant |= np.isin(grid, sub[0][sub[1] > 0])
 
     def evidence(i: int) -> dict:
         out: dict = {"step_window": [int(grid[max(0, i - 1)]), int(grid[i])]}

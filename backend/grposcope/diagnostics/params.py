@@ -65,6 +65,15 @@ RULES: dict[str, dict[str, Param]] = {
         "critical_fraction": Param(0.9, 0.05, 1.0, "share of the gain lost that is critical"),
         "fall_sigmas": Param(3.0, 0.0, 100.0, "fall needed, in s.e. of a window difference"),
         "smooth_window": Param(10, 2, 10_000, "steps in trailing means", True),
+        "drop_points": Param(5, 1, 1000, "recent points whose median must have collapsed", True),
+        "drop_reference": Param(20, 4, 100_000, "points before them: the reference level", True),
+        "drop_sigmas": Param(3.0, 0.5, 100.0, "collapse depth, in per-step noise σ (critical)"),
+        "drift_points": Param(30, 8, 1_000_000, "fewest points the drift slope is fit on", True),
+        "drift_sigmas": Param(3.0, 0.5, 100.0, "downward slope needed, in standard errors"),
+        "drift_noise": Param(1.0, 0.0, 100.0, "loss over the drift window, in noise σ"),
+        "precursor_points": Param(3, 1, 1000, "points in the precursors' trailing median", True),
+        "entropy_growth": Param(3.0, 1.1, 1e6, "entropy over its start level that warns"),
+        "length_floor": Param(24.0, 1.0, 1e6, "response length (tokens) at or below which warns"),
         **_windows(5, 20),
     },
     "plateau_reached": {
@@ -75,6 +84,11 @@ RULES: dict[str, dict[str, Param]] = {
         ),
         "kl_floor": Param(1e-3, 0.0, 10.0, "trailing median KL under which the policy is still"),
         "smooth_window": Param(10, 2, 10_000, "steps in trailing means", True),
+        "rising_sigmas": Param(
+            1.0, 0.0, 100.0, "recent slope of the reward or a component that vetoes, in s.e."
+        ),
+        "rising_fraction": Param(0.5, 0.05, 1.0, "share of the points the recent slope uses"),
+        "gain_left_sigmas": Param(1.0, 0.0, 100.0, "p* above the recent level that vetoes (s.e.)"),
         **_windows(10, 10),
     },
     "run_stalled": {

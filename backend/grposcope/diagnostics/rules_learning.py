@@ -10,6 +10,7 @@ import numpy as np
 from grposcope.diagnostics.data import RunData
 from grposcope.diagnostics.merge import merge
 from grposcope.diagnostics.noise import causal_window_se
+from grposcope.diagnostics.rules_improving import improving_checks
 from grposcope.diagnostics.rules_stuck import no_learning
 from grposcope.diagnostics.signal import finite, noise_sd, points, r, trailing_mean
 from grposcope.diagnostics.types import Sub, Trace
@@ -176,7 +177,25 @@ def plateau_reached(data: RunData, p: Params) -> Trace | str:
     subs = [s for s in (_fitted_plateau(data, p), no_learning(data, p)) if s and s[0].size]
     if not subs:
         return "no successful fit of the reward yet"
-    return merge(subs)
+    return _unless_improving(merge(subs), data, p)
+
+
+def _unless_improving(trace: Trace, data: RunData, p: Params) -> Trace:
+    """Clear the condition wherever the run is still improving (`rules_improving`), and add
+    the checks' numbers to the evidence where it holds."""
+    firing = np.flatnonzero(trace.level > 0)
+    checks = improving_checks(data, p, trace.steps[firing])
+    level = trace.level.copy()
+    by_index = {}
+    for i, c in zip(firing.tolist(), checks, strict=True):
+        if c["still_improving"]:
+            level[i] = 0
+        by_index[i] = c
+
+    def evidence(i: int) -> dict:
+        return {**trace.evidence(i), **by_index.get(i, {})}
+
+    return Trace(trace.steps, level, trace.instant, evidence)
 
 
 def _fitted_plateau(data: RunData, p: Params) -> Sub | None:
@@ -185,13 +204,18 @@ def _fitted_plateau(data: RunData, p: Params) -> Sub | None:
         return None
     steps = np.array([f.step for f in fits], dtype=np.int64)
     levels = np.zeros(steps.size, dtype=np.int8)
+    reward = data.get(data.reward_key)
+    data_start = float(reward[0][0]) if reward is not None and reward[0].size else 0.0
     for i, f in enumerate(fits):
         if f.plateau_start is None or f.p_star is None or f.p0 is None:
             continue
         se = (f.noise_sd or 0.0) / math.sqrt(max(f.n_points, 1))
         good = f.r2_smoothed is not None and f.r2_smoothed >= p["min_fit_r2"]
         gained = f.p_star - f.p0 > p["min_gain_sigmas"] * max(se, 1e-12)
-        if good and gained and f.plateau_start <= f.step:
+        # flat for at least as long as the rise took: a curve that only just bent over is the
+        # shape of a slow climb too (the commonest wrong "stop now" on real runs)
+        settled = f.step - f.plateau_start >= max(f.plateau_start - data_start, 0.0)
+        if good and gained and f.plateau_start <= f.step and settled:
             levels[i] = 1
 
     def evidence(i: int) -> dict:

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from grposcope.diagnostics.data import CLIP_KEYS, RunData
+from grposcope.diagnostics.data import CLIP_KEYS, GRAD_NORM_KEYS, RunData, first_key
 from grposcope.diagnostics.merge import merge
+from grposcope.diagnostics.rules_drop import reward_drops
 from grposcope.diagnostics.rules_fall import reward_fall
 from grposcope.diagnostics.rules_overshoot import overshoot
+from grposcope.diagnostics.rules_precursor import precursors
 from grposcope.diagnostics.signal import (
     finite,
     points,
@@ -26,10 +28,13 @@ Params = dict[str, float]
 
 
 def dynamical_instability(data: RunData, p: Params) -> Trace | str:
+    drops = reward_drops(data, p)
     subs = [
         _non_finite(data),
         _grad_growth(data, p),
         _clip_ratio(data, p),
+        *precursors(data, p),
+        *drops,
         reward_fall(data, p),
         _supplied_margin(data, p),
         _margin(data, p),
@@ -38,8 +43,9 @@ def dynamical_instability(data: RunData, p: Params) -> Trace | str:
     subs = [s for s in subs if s is not None and s[0].size]
     if not subs:
         return "no reward, loss, grad_norm or fit to judge yet"
-    non_finite = subs[0] if subs[0][3] else None
-    return merge(subs, instant_sub=non_finite)
+    # a NaN, and a collapse already confirmed over its own points, open without the window
+    instant = tuple(s for s in subs if s[3] or any(s is d for d in drops))
+    return merge(subs, instant_subs=instant)
 
 
 def _non_finite(data: RunData) -> Sub | None:
@@ -60,7 +66,7 @@ def _non_finite(data: RunData) -> Sub | None:
 
 
 def _grad_growth(data: RunData, p: Params) -> Sub | None:
-    g = data.get("grad_norm")
+    g = data.get(first_key(data, GRAD_NORM_KEYS))
     if g is None:
         return None
     s, v = finite(*g)
@@ -86,7 +92,7 @@ def _grad_growth(data: RunData, p: Params) -> Sub | None:
 
 
 def _clip_ratio(data: RunData, p: Params) -> Sub | None:
-    key = next((k for k in CLIP_KEYS if k in data.series), None)
+    key = first_key(data, CLIP_KEYS)
     if key is None:
         return None
     s, v = finite(*data.get(key))  # type: ignore[misc]

@@ -65,3 +65,25 @@ def r(x: float | None, digits: int = 4) -> float | None:
     if x is None or not math.isfinite(float(x)):
         return None
     return round(float(x), digits)
+
+
+def window_trends(
+    x: np.ndarray, y: np.ndarray, ends: np.ndarray, widths: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Least-squares slope and its standard error over the points (end − width, end] for each
+    pair, from prefix sums: O(1) a window, so a long run can be judged at every step."""
+    x = x.astype(np.float64) - float(x[0])  # shift for numerical stability of the sums
+    cx, cy = (np.concatenate([[0.0], np.cumsum(a)]) for a in (x, y))
+    cxx, cxy, cyy = (np.concatenate([[0.0], np.cumsum(a)]) for a in (x * x, x * y, y * y))
+    hi = ends + 1
+    lo = np.maximum(hi - widths, 0)
+    m = (hi - lo).astype(np.float64)
+    sx, sy = cx[hi] - cx[lo], cy[hi] - cy[lo]
+    sxx = cxx[hi] - cxx[lo] - sx * sx / m
+    sxy = cxy[hi] - cxy[lo] - sx * sy / m
+    syy = cyy[hi] - cyy[lo] - sy * sy / m
+    ok = (sxx > 0) & (m > 2)
+    slope = np.where(ok, sxy / np.where(ok, sxx, 1.0), 0.0)
+    sse = np.maximum(syy - slope * sxy, 0.0)
+    se = np.where(ok, np.sqrt(sse / np.maximum(m - 2, 1) / np.where(ok, sxx, 1.0)), np.inf)
+    return slope, se

@@ -1,0 +1,149 @@
+"""Collapse and degradation of the reward (and of each reward component), whatever came before.
+
+The reward-fall form (`rules_fall`) measures a fall as a share of a significant gain, so a run
+that collapses before it gained anything, or below where it started, said nothing. These two
+forms measure a fall against the reward's own recent level and its own step noise instead:
+
+- **collapse** (critical): the median of the last ``drop_points`` points lies at least
+  ``drop_sigmas`` noise σ below the median of the ``drop_reference`` points before them.
+  The median needs most of those points down, so one bad batch does not page anyone; σ is the
+  larger of the reference window's robust step noise (first differences, blind to a trend) and
+  the robust spread of its values over the 3 reference windows before the fall (a wandering,
+  autocorrelated reward moves more than its step-to-step differences say). It opens at once
+  (the points already confirm it), so it fires within a few logged points of the fall.
+- **degradation** (warning): over the last third of the points (at least ``drift_points``), a
+  least-squares slope that is negative beyond ``drift_sigmas`` standard errors (widened for
+  lag-1 autocorrelation) and has lost at least ``drift_noise`` σ over the window: a slow drift
+  that no single window shows.
+
+Both are causal: index i uses points 0..i only, so a live run sees what this replay sees.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from grposcope.diagnostics.data import RunData, component_keys
+from grposcope.diagnostics.signal import finite, noise_sd, r
+from grposcope.diagnostics.types import Sub
+
+Params = dict[str, float]
+_DRIFT_CHECKS = 400
+
+
+def reward_drops(data: RunData, p: Params) -> list[Sub]:
+    """The collapse and degradation subs of the reward, and the degradation of each component.
+
+    A component's collapse is not judged: per-function rewards of one prompt × G completions
+    are coarse and heavy-tailed, and judging each at the reward's bar gave critical alerts on
+    23 of 38 healthy real runs (bench/alert_replay.py); their slow drifts are still warned on.
+    """
+    if data.reward_key is None:
+        return []
+    out: list[Sub] = []
+    for key in [data.reward_key, *component_keys(data)]:
+        got = data.get(key)
+        if got is None:
+            continue
+        s, v = finite(*got)
+        subs = (_collapse(key, s, v, p) if key == data.reward_key else None, _drift(key, s, v, p))
+        out.extend(sub for sub in subs if sub)
+    return out
+
+
+def _collapse(key: str, s: np.ndarray, v: np.ndarray, p: Params) -> Sub | None:
+    m, ref_n = int(p["drop_points"]), int(p["drop_reference"])
+    if v.size < m + ref_n:
+        return None
+    win = np.lib.stride_tricks.sliding_window_view(v, m + ref_n)  # row j ends at j + m + ref_n − 1
+    ref, now_w = win[:, :ref_n], win[:, ref_n:]
+    centre, now = np.median(ref, axis=1), np.median(now_w, axis=1)
+    d = np.diff(ref, axis=1)
+    mad = np.median(np.abs(d - np.median(d, axis=1, keepdims=True)), axis=1)
+    sigma = np.where(mad > 0, mad / (math.sqrt(2.0) * 0.6745), np.std(d, axis=1) / math.sqrt(2.0))
+    # A wandering (autocorrelated) reward moves more than its step-to-step differences say:
+    # the spread of the reference values themselves bounds σ from below.
+    # Its values over 3 reference windows, where logged: a short autocorrelated window
+    # understates how far the level wanders.
+    wide = 3 * ref_n
+    padded = np.concatenate([np.full(wide - ref_n, np.nan), v[: v.size - m]])
+    hist = np.lib.stride_tricks.sliding_window_view(padded, wide)[: centre.size]
+    med = np.nanmedian(hist, axis=1, keepdims=True)
+    spread = np.nanmedian(np.abs(hist - med), axis=1) / 0.6745
+    sigma = np.maximum(sigma, spread)
+    fall = centre - now
+    hit = (fall > 0) & (fall >= p["drop_sigmas"] * np.maximum(sigma, 1e-12))
+    source = _held(hit, now, centre - p["drop_sigmas"] * sigma)
+    level = np.zeros(v.size, dtype=np.int8)
+    level[m + ref_n - 1 :] = np.where(source >= 0, 3, 0)
+
+    def evidence(i: int) -> dict:
+        j = int(source[i - (m + ref_n - 1)]) if i >= m + ref_n - 1 else -1
+        if j < 0:
+            return {}
+        sig = float(sigma[j])
+        sigmas = r(fall[j] / sig, 2) if sig else None
+        return {"collapse": {"key": key, "reference_level": r(centre[j]), "level_now": r(now[j]),
+                             "fall": r(fall[j]), "fall_sigmas": sigmas, "noise_sd": r(sig),
+                             "points": m,
+                             "reference_steps": [int(s[j]), int(s[j + ref_n - 1])]}}  # fmt: skip
+
+    return s, level, evidence, False
+
+
+def _held(hit: np.ndarray, now: np.ndarray, bar: np.ndarray) -> np.ndarray:
+    """For each window, the window whose collapse still holds (−1 if none): a collapse stays
+    while the recent median stays under the bar it fell through, so a run that collapsed and
+    stayed down keeps its alert instead of resolving once the reference window is all low."""
+    out = np.full(hit.size, -1, dtype=np.int64)
+    active = -1
+    for i in range(hit.size):
+        if hit[i]:
+            active = i if active < 0 else active
+        elif active >= 0 and not now[i] < bar[active]:
+            active = -1
+        out[i] = active
+    return out
+
+
+def _drift(key: str, s: np.ndarray, v: np.ndarray, p: Params) -> Sub | None:
+    n_min = int(p["drift_points"])
+    if v.size < n_min:
+        return None
+    level = np.zeros(v.size, dtype=np.int8)
+    facts: dict[int, dict] = {}
+    stride = max(1, v.size // _DRIFT_CHECKS)  # a long run is judged at ~_DRIFT_CHECKS points
+    for i in range(n_min - 1, v.size):
+        if (v.size - 1 - i) % stride:
+            continue
+        n = max(n_min, (i + 1) // 3)
+        x, y = s[i - n + 1 : i + 1].astype(float), v[i - n + 1 : i + 1]
+        slope, se, sigma = _slope(x, y)
+        lost = -slope * (x[-1] - x[0])
+        if slope < 0 and -slope > p["drift_sigmas"] * se and lost >= p["drift_noise"] * sigma:
+            level[i] = 2
+            facts[i] = {"key": key, "slope_per_step": r(slope, 6), "slope_t": r(slope / se, 2),
+                        "lost_over_window": r(lost), "noise_sd": r(sigma),
+                        "window": [int(x[0]), int(x[-1])]}  # fmt: skip
+
+    def evidence(i: int) -> dict:
+        return {"degradation": facts.get(i, {})}
+
+    return s, level, evidence, False
+
+
+def _slope(x: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
+    """OLS slope, its standard error widened for lag-1 autocorrelation, and the noise σ."""
+    xc = x - x.mean()
+    sxx = float(xc @ xc)
+    if sxx <= 0:
+        return 0.0, math.inf, 0.0
+    slope = float(xc @ (y - y.mean())) / sxx
+    resid = y - y.mean() - slope * xc
+    rho = float(np.corrcoef(resid[:-1], resid[1:])[0, 1]) if resid.size > 3 else 0.0
+    rho = min(max(rho if math.isfinite(rho) else 0.0, 0.0), 0.9)
+    var = float(resid @ resid) / max(resid.size - 2, 1)
+    se = math.sqrt(var / sxx * (1 + rho) / (1 - rho))
+    return slope, se if se > 0 else math.inf, noise_sd(y)

@@ -1,0 +1,80 @@
+"""The precursor form of dynamical_instability: the policy degenerating before the reward does.
+
+A collapse through the importance ratio and the trust region (many epochs per rollout batch,
+ratio clipping off) is not what the stability margin's lag term describes, but it announces
+itself in what the policy writes (docs/alerts.md has the off-policy sweep it was measured on):
+
+- **entropy explosion**: the trailing median of the last ``precursor_points`` entropy points
+  reaches ``entropy_growth`` × its level at the start of the run (the median of its first
+  points). Entropy *falling* is what healthy GRPO runs do (the sweep's healthy runs fall from
+  0.9 to 0.03), so a fall is left to policy_concentration, which pairs it with the reward.
+- **response-length collapse**: the trailing median length falls to ``length_floor`` tokens or
+  fewer and to at most half its start: the policy answers with a handful of tokens.
+
+The grad-norm growth and clip-ratio forms live in rules_stability (they predate this module).
+Each is a warning: it says where to look before the reward falls, not that it has.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from grposcope.diagnostics.data import ENTROPY_KEYS, LENGTH_KEYS, RunData, first_key
+from grposcope.diagnostics.signal import finite, r, trailing_median
+from grposcope.diagnostics.types import Sub
+
+Params = dict[str, float]
+
+
+def precursors(data: RunData, p: Params) -> list[Sub]:
+    subs = (_entropy_explosion(data, p), _length_collapse(data, p))
+    return [s for s in subs if s is not None]
+
+
+def _start_and_recent(data: RunData, keys: tuple[str, ...], p: Params):
+    key = first_key(data, keys)
+    got = data.get(key)
+    k = int(p["precursor_points"])
+    if got is None:
+        return None
+    s, v = finite(*got)
+    if v.size < 2 * k:
+        return None
+    start = float(np.median(v[:k]))
+    recent = trailing_median(v, k)
+    recent[: 2 * k - 1] = np.nan  # judged once the recent window is clear of the start window
+    return key, s, start, recent
+
+
+def _entropy_explosion(data: RunData, p: Params) -> Sub | None:
+    got = _start_and_recent(data, ENTROPY_KEYS, p)
+    if got is None:
+        return None
+    key, s, start, recent = got
+    if start <= 0:
+        return None
+    ratio = recent / start
+    level = np.where(np.nan_to_num(ratio) >= p["entropy_growth"], 2, 0).astype(np.int8)
+
+    def evidence(i: int) -> dict:
+        return {"precursor": "entropy_explosion", "entropy_key": key,
+                "entropy_start": r(start), "entropy_now": r(recent[i]),
+                "entropy_growth": r(ratio[i], 2)}  # fmt: skip
+
+    return s, level, evidence, False
+
+
+def _length_collapse(data: RunData, p: Params) -> Sub | None:
+    got = _start_and_recent(data, LENGTH_KEYS, p)
+    if got is None:
+        return None
+    key, s, start, recent = got
+    now = np.nan_to_num(recent, nan=np.inf)
+    short = (now <= p["length_floor"]) & (now <= 0.5 * start)
+    level = np.where(short, 2, 0).astype(np.int8)
+
+    def evidence(i: int) -> dict:
+        return {"precursor": "length_collapse", "length_key": key,
+                "length_start": r(start, 1), "length_now": r(recent[i], 1)}  # fmt: skip
+
+    return s, level, evidence, False

@@ -1,0 +1,146 @@
+"""Replay every alert rule over real runs step by step, as a live run sees them (docs/alerts.md).
+
+    python bench/alert_replay.py ../shared/data/real_logs ../shared/data/real_logs/extra \\
+        ../shared/data/real_logs/wide
+
+The rules are causal (a value at a step uses only the points up to it) and the reward is refit
+at every 5 % of the run's points, as the worker refits after batches, so an alert's opening step
+is the one a live run would have seen. Reported: the collapsing / degrading runs (first warning
+and first critical of dynamical_instability, and the step where the collapse measure first
+exceeded its noise bar), the off-policy sweep (first precursor warning against the step where
+the reward had lost half its gain), every plateau_reached opening with the gain the run made
+after it (in run-σ), and alerts per 200 steps on the runs that did not fail.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from corpus import SWEEP_PREFIX, Run, label, load_runs  # noqa: E402
+
+from grposcope.diagnostics.data import FitPoint, RunData  # noqa: E402
+from grposcope.diagnostics.engine import evaluate_all  # noqa: E402
+from grposcope.diagnostics.signal import trailing_mean  # noqa: E402
+from grposcope.dynamics.fit import fit_series  # noqa: E402
+
+REFIT_SHARE = 0.05
+
+
+def fits_for(run: Run) -> list[FitPoint]:
+    out = []
+    n = run.values.size
+    for ns in sorted({max(8, round(f * n)) for f in np.arange(REFIT_SHARE, 1.0001, REFIT_SHARE)}):
+        res = fit_series(run.steps[:ns], run.values[:ns])
+        o = res.oscillator
+        if o is None:
+            continue
+        out.append(FitPoint(step=int(run.steps[ns - 1]), success=res.success, regime=res.regime,
+                            zeta=o.zeta, r2_smoothed=o.r2_smoothed, p_star=o.p_star, p0=o.p0,
+                            plateau_lo=res.plateau.lo, plateau_hi=res.plateau.hi,
+                            plateau_start=res.phases[1], noise_sd=res.noise_sd,
+                            n_points=res.n_points))  # fmt: skip
+    return out
+
+
+def replay(run: Run) -> dict:
+    data = RunData(run.series, run.key, fits=fits_for(run), total_steps=int(run.steps[-1]))
+    episodes = []
+    for o in evaluate_all(data):
+        for e in o.episodes:
+            episodes.append((o.kind, e.opened_step, e.severity, e.evidence))
+    return {"run": run, "episodes": sorted(episodes, key=lambda e: e[1])}
+
+
+def gain_after(run: Run, step: int) -> float:
+    """Mean of the run's last 20 % of points minus the mean of the 10 % up to `step`, in run-σ
+    (the level the run ended at against the level when the alert said "stop"; a best later
+    window would be biased up by the noise of picking a maximum)."""
+    n = run.values.size
+    w = max(5, n // 10)
+    i = int(np.searchsorted(run.steps, step, side="right"))
+    before = run.values[max(0, i - w) : i]
+    after = run.values[max(i, n - max(5, n // 5)) :]
+    if before.size == 0 or after.size == 0 or i >= n:
+        return 0.0
+    return float((after.mean() - before.mean()) / run.sd)
+
+
+def half_lost_step(run: Run) -> int | None:
+    level = trailing_mean(run.values, 5)
+    start, peak_i = level[4], int(np.argmax(level))
+    half = start + 0.5 * (level[peak_i] - start)
+    after = np.flatnonzero(level[peak_i:] <= half)
+    return int(run.steps[peak_i + after[0]]) if after.size else None
+
+
+def main() -> int:
+    warnings.filterwarnings("ignore")
+    folders = [Path(a) for a in sys.argv[1:]]
+    missing = [str(f) for f in folders if not f.is_dir()]
+    if not folders or missing:
+        print(f"usage: alert_replay.py FOLDER... (missing: {missing})")
+        return 2
+    results = [replay(run) for run in load_runs(folders)]
+    print(
+        "\n### Failing runs\n\n| run | first warning | first critical | alerts |\n|---|---|---|---|"
+    )
+    for res in results:
+        run = res["run"]
+        if label(run.name) != "failing":
+            continue
+        di = [e for e in res["episodes"] if e[0] == "dynamical_instability"]
+        warn = next((e[1] for e in di if e[2] in ("warning", "critical")), None)
+        crit = next((e[1] for e in di if e[2] == "critical"), None)
+        kinds = sorted({f"{e[0]}:{e[2]}" for e in res["episodes"]})
+        print(f"| {run.name} | {warn} | {crit} | {', '.join(kinds)} |")
+    print(
+        "\n### Off-policy sweep: precursors\n\n| run | label | first precursor | "
+        "reward half lost at |\n|---|---|---|---|"
+    )
+    for res in results:
+        run = res["run"]
+        if not run.name.startswith(SWEEP_PREFIX):
+            continue
+        pre = next((e[1] for e in res["episodes"] if "precursor" in e[3]), None)
+        print(
+            f"| {run.name[len(SWEEP_PREFIX) :]} | {label(run.name)} | {pre} | "
+            f"{half_lost_step(run) if label(run.name) == 'failing' else '–'} |"
+        )
+    print(
+        "\n### plateau_reached openings\n\n| run | opened | severity | gain after (run-σ) |"
+        "\n|---|---|---|---|"
+    )
+    wrong = 0
+    for res in results:
+        for kind, step, sev, _ in res["episodes"]:
+            if kind == "plateau_reached":
+                g = gain_after(res["run"], step)
+                wrong += g >= 0.5
+                print(f"| {res['run'].name} | {step} | {sev} | {g:.2f} |")
+    print(f"\nplateau_reached openings followed by a gain ≥ 0.5 run-σ: {wrong}")
+    print(
+        "\n### Runs that did not fail\n\n| label | runs | steps | critical | warnings "
+        "| warnings per 200 steps |\n|---|---|---|---|---|---|"
+    )
+    for lab in ("healthy", "not_learning"):
+        group = [r for r in results if label(r["run"].name) == lab]
+        steps = sum(int(r["run"].steps[-1] - r["run"].steps[0] + 1) for r in group)
+        crit = [(r["run"].name, e[0], e[1]) for r in group for e in r["episodes"]
+                if e[2] == "critical"]  # fmt: skip
+        warn = sum(e[2] == "warning" for r in group for e in r["episodes"])
+        print(
+            f"| {lab} | {len(group)} | {steps} | {len(crit)} | {warn} | "
+            f"{200 * warn / max(steps, 1):.2f} |"
+        )
+        for c in crit:
+            print(f"  critical: {c}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
