@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from grposcope.alerts import repository as repo
 from grposcope.diagnostics import RunData, evaluate_all
-from grposcope.diagnostics.data import CLIP_KEYS, KL_KEYS, FitPoint, Series
+from grposcope.diagnostics.data import FitPoint, Series, rule_keys
 from grposcope.diagnostics.engine import stalled
 from grposcope.diagnostics.params import effective_params
 from grposcope.diagnostics.types import Outcome
@@ -25,19 +25,13 @@ from grposcope.runs import repository as runs_repo
 from grposcope.runs.service import pick_reward_key
 
 FIT_HISTORY = 12  # snapshots the fit-based rules look back over (payloads are large)
-SIDE_KEYS = ("entropy", "frac_reward_zero_std", "reward_std", "loss", "grad_norm")
 
 
 def run_data(session: Session, run: Run) -> RunData:
     keys = list(runs_repo.latest_values(session, [run.id]).get(run.id, {}))
     reward = pick_reward_key(keys)
     ev = eval_key(keys, reward)
-    wanted = {k for k in (reward, ev, *SIDE_KEYS) if k and k in keys}
-    for family in (CLIP_KEYS, KL_KEYS):
-        first = next((k for k in family if k in keys), None)
-        if first:
-            wanted.add(first)
-    series = load_many(session, run.id, sorted(wanted))
+    series = load_many(session, run.id, rule_keys(keys, reward, ev))
     fits = []
     if reward:
         snaps = fits_repo.history(session, run.id, reward, FIT_HISTORY)
@@ -48,7 +42,7 @@ def run_data(session: Session, run: Run) -> RunData:
 
 
 def load_many(session: Session, run_id: int, keys: list[str]) -> dict[str, Series]:
-    """The whole series the rules read (up to eight per refit), through the series cache: a
+    """The whole series the rules read, through the series cache: a
     live run costs its new tail, not a re-read (6 × 100,000 points took 1.2 s a refit)."""
     return load_many_arrays(session, run_id, keys)
 

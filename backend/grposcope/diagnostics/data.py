@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -91,13 +91,32 @@ def first_key(data: RunData, keys: tuple[str, ...]) -> str | None:
 
 
 def component_keys(data: RunData) -> list[str]:
+    """Per-function reward means of the run (see `reward_components`)."""
+    return reward_components(data.series, data.reward_key)
+
+
+def reward_components(keys: Iterable[str], reward_key: str | None) -> list[str]:
     """Per-function reward means (`rewards/<fn>/mean` or `rewards/<fn>`): a staged reward
     rises one component at a time, so each is judged on its own."""
     out = []
-    for key in sorted(data.series):
-        if not key.startswith("rewards/") or key == data.reward_key or key == "rewards/mean":
+    for key in sorted(keys):
+        if not key.startswith("rewards/") or key in (reward_key, "rewards/mean"):
             continue
         if key.endswith(("/std", "/min", "/max")):
             continue
         out.append(key)
     return out
+
+
+def rule_keys(keys: Iterable[str], reward_key: str | None, eval_key: str | None) -> list[str]:
+    """The series the rules read, among a run's keys: the reward, its eval and components, and
+    the first present of each family of side series (loggers name them differently)."""
+    present = set(keys)
+    side = ("frac_reward_zero_std", "reward_std", "loss")
+    wanted = {k for k in (reward_key, eval_key, *side) if k and k in present}
+    wanted.update(reward_components(present, reward_key))
+    for family in (CLIP_KEYS, KL_KEYS, ENTROPY_KEYS, GRAD_NORM_KEYS, LENGTH_KEYS):
+        first = next((k for k in family if k in present), None)
+        if first:
+            wanted.add(first)
+    return sorted(wanted)

@@ -28,6 +28,7 @@ import numpy as np
 from grposcope.diagnostics.data import RunData, component_keys
 from grposcope.diagnostics.signal import finite, noise_sd, r
 from grposcope.diagnostics.types import Sub
+from grposcope.dynamics.smoothing import lag1_autocorrelation
 
 Params = dict[str, float]
 _DRIFT_CHECKS = 400
@@ -142,8 +143,8 @@ def _slope(x: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
         return 0.0, math.inf, 0.0
     slope = float(xc @ (y - y.mean())) / sxx
     resid = y - y.mean() - slope * xc
-    rho = float(np.corrcoef(resid[:-1], resid[1:])[0, 1]) if resid.size > 3 else 0.0
-    rho = min(max(rho if math.isfinite(rho) else 0.0, 0.0), 0.9)
+    rho = lag1_autocorrelation(resid) if resid.size > 3 else 0.0
+    rho = min(max(rho, 0.0), 0.9)
     var = float(resid @ resid) / max(resid.size - 2, 1)
     se = math.sqrt(var / sxx * (1 + rho) / (1 - rho))
     return slope, se if se > 0 else math.inf, noise_sd(y)

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from grposcope.diagnostics.data import RunData
+from grposcope.diagnostics.data import ENTROPY_KEYS, RunData, first_key
 from grposcope.diagnostics.merge import merge
 from grposcope.diagnostics.noise import causal_window_se
 from grposcope.diagnostics.rules_improving import improving_checks
@@ -133,7 +133,7 @@ def _iid_prediction(data: RunData, at: np.ndarray, w: int) -> np.ndarray:
 
 def policy_concentration(data: RunData, p: Params) -> Trace | str:
     """Entropy falling fast while the reward still rises: the policy collapses onto a mode."""
-    ent = data.get("entropy")
+    ent = data.get(first_key(data, ENTROPY_KEYS))
     if ent is None:
         return "no entropy series (TRL logs `entropy` since 0.17)"
     reward = data.get(data.reward_key)
