@@ -25,6 +25,9 @@ from corpus import SWEEP_PREFIX, Run, label, load_runs  # noqa: E402
 
 from grposcope.diagnostics.data import FitPoint, RunData  # noqa: E402
 from grposcope.diagnostics.engine import evaluate_all  # noqa: E402
+from grposcope.diagnostics.params import defaults  # noqa: E402
+from grposcope.diagnostics.rules_precursor import precursors  # noqa: E402
+from grposcope.diagnostics.rules_stability import dynamical_instability  # noqa: E402
 from grposcope.diagnostics.signal import trailing_mean  # noqa: E402
 from grposcope.dynamics.fit import fit_series  # noqa: E402
 
@@ -53,7 +56,14 @@ def replay(run: Run) -> dict:
     for o in evaluate_all(data):
         for e in o.episodes:
             episodes.append((o.kind, e.opened_step, e.severity, e.evidence))
-    return {"run": run, "episodes": sorted(episodes, key=lambda e: e[1])}
+    params = defaults("dynamical_instability")
+    trace = dynamical_instability(data, params)
+    critical = None
+    if not isinstance(trace, str) and (trace.level == 3).any():
+        critical = int(trace.steps[np.argmax(trace.level == 3)])
+    pre = [int(sub[0][np.argmax(sub[1] > 0)]) for sub in precursors(data, params) if sub[1].any()]
+    return {"run": run, "episodes": sorted(episodes, key=lambda e: e[1]), "critical": critical,
+            "precursor": min(pre) if pre else None}  # fmt: skip
 
 
 def gain_after(run: Run, step: int) -> float:
@@ -78,6 +88,14 @@ def half_lost_step(run: Run) -> int | None:
     return int(run.steps[peak_i + after[0]]) if after.size else None
 
 
+def first_zero(run: Run) -> int | None:
+    """First step from which the reward stays at exactly 0 (the sweep's collapses)."""
+    nz = np.flatnonzero(run.values != 0)
+    if nz.size == 0 or nz[-1] == run.values.size - 1:
+        return None
+    return int(run.steps[nz[-1] + 1])
+
+
 def main() -> int:
     warnings.filterwarnings("ignore")
     folders = [Path(a) for a in sys.argv[1:]]
@@ -95,22 +113,23 @@ def main() -> int:
             continue
         di = [e for e in res["episodes"] if e[0] == "dynamical_instability"]
         warn = next((e[1] for e in di if e[2] in ("warning", "critical")), None)
-        crit = next((e[1] for e in di if e[2] == "critical"), None)
+        crit = res["critical"]
         kinds = sorted({f"{e[0]}:{e[2]}" for e in res["episodes"]})
         print(f"| {run.name} | {warn} | {crit} | {', '.join(kinds)} |")
     print(
-        "\n### Off-policy sweep: precursors\n\n| run | label | first precursor | "
-        "reward half lost at |\n|---|---|---|---|"
+        "\n### Off-policy sweep: precursors\n\n| run | label | precursor condition first "
+        "| warning opened | reward half lost at | reward 0 from |\n|---|---|---|---|---|---|"
     )
     for res in results:
         run = res["run"]
         if not run.name.startswith(SWEEP_PREFIX):
             continue
-        pre = next((e[1] for e in res["episodes"] if "precursor" in e[3]), None)
-        print(
-            f"| {run.name[len(SWEEP_PREFIX) :]} | {label(run.name)} | {pre} | "
-            f"{half_lost_step(run) if label(run.name) == 'failing' else '–'} |"
-        )
+        pre = res["precursor"]
+        di = [e for e in res["episodes"] if e[0] == "dynamical_instability"]
+        opened = di[0][1] if di else None
+        half = half_lost_step(run) if label(run.name) == "failing" else "–"
+        print(f"| {run.name[len(SWEEP_PREFIX) :]} | {label(run.name)} | {pre} | {opened} | "
+              f"{half} | {first_zero(run)} |")  # fmt: skip
     print(
         "\n### plateau_reached openings\n\n| run | opened | severity | gain after (run-σ) |"
         "\n|---|---|---|---|"

@@ -47,7 +47,12 @@ RULES: dict[str, dict[str, Param]] = {
     "policy_concentration": {
         "window": Param(50, 4, 100_000, "steps over which the entropy fall is measured", True),
         "entropy_drop": Param(0.5, 0.01, 1.0, "relative entropy fall that warns"),
-        "critical_drop": Param(0.8, 0.01, 1.0, "relative entropy fall that is critical"),
+        "critical_drop": Param(
+            1.0,
+            0.01,
+            1.0,
+            "relative entropy fall that is critical (1: never; healthy runs fall 95 %+)",
+        ),
         "min_sigmas": Param(
             2.0, 0.0, 100.0, "entropy fall and reward rise needed, in s.e. of a window difference"
         ),
