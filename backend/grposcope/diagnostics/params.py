@@ -93,6 +93,10 @@ RULES: dict[str, dict[str, Param]] = {
             1.0, 0.0, 100.0, "recent slope of the reward or a component that vetoes, in s.e."
         ),
         "rising_fraction": Param(0.5, 0.05, 1.0, "share of the points the recent slope uses"),
+        "settle_factor": Param(1.5, 0.0, 100.0, "steps flat needed, as a multiple of the rise"),
+        "min_flat_steps": Param(
+            40, 0, 1_000_000, "fewest steps flat before a stop is advised", True
+        ),
         "gain_left_sigmas": Param(1.0, 0.0, 100.0, "p* above the recent level that vetoes (s.e.)"),
         **_windows(10, 10),
     },

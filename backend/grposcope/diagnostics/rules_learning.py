@@ -212,9 +212,12 @@ def _fitted_plateau(data: RunData, p: Params) -> Sub | None:
         se = (f.noise_sd or 0.0) / math.sqrt(max(f.n_points, 1))
         good = f.r2_smoothed is not None and f.r2_smoothed >= p["min_fit_r2"]
         gained = f.p_star - f.p0 > p["min_gain_sigmas"] * max(se, 1e-12)
-        # flat for at least as long as the rise took: a curve that only just bent over is the
-        # shape of a slow climb too (the commonest wrong "stop now" on real runs)
-        settled = f.step - f.plateau_start >= max(f.plateau_start - data_start, 0.0)
+        # flat for settle_factor × as long as the rise took, and min_flat_steps: a curve that
+        # only just bent over is the shape of a slow climb too (the commonest wrong "stop now"
+        # on real runs: a fast rise, then a slow climb no short window can tell from flat)
+        flat_for = f.step - f.plateau_start
+        settled = flat_for >= max(p["settle_factor"] * (f.plateau_start - data_start),
+                                  p["min_flat_steps"])  # fmt: skip
         if good and gained and f.plateau_start <= f.step and settled:
             levels[i] = 1
 
