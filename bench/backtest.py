@@ -12,9 +12,10 @@ the single exponential and the bare oscillator (their fitted curves' mean over t
 grposcope's forecast (`forecast.predict_window`). Scores: median |error|, 80 % coverage, and the
 interval (Winkler) score at α = 0.2, (hi − lo) + (2/α)·(distance outside), in run-σ.
 
-`--learn` fits every cut once, then for each family picks the mix weights (grid, minimum mean
-|error|) and κ (the coverage closest to 80 %) on the *other* families, scores the held-out
-family with them, and prints the held-out table and the pooled choice.
+`--learn` fits every cut once, then for each family picks the mix weights of each stage (rising:
+the fit's plateau start lies ahead; settled; grid, minimum mean |error|) and κ (the coverage
+closest to 80 %) on the *other* families, scores the held-out family with them, and prints the
+held-out figures and the pooled choice.
 """
 
 from __future__ import annotations
@@ -175,10 +176,11 @@ def _features(c: Case) -> np.ndarray:
     """Each candidate's forecast minus the recent level (predict_window with a unit weight)."""
     base = c.fit.recent_level
     out = []
-    saved = dict(fc.MIX_WEIGHTS)
+    saved = {k: dict(v) for k, v in fc.MIX_WEIGHTS.items()}
     try:
         for name in CANDIDATES:
-            fc.MIX_WEIGHTS.update({k: float(k == name) for k in CANDIDATES})
+            for weights in fc.MIX_WEIGHTS.values():
+                weights.update({k: float(k == name) for k in CANDIDATES})
             out.append(fc.predict_window(c.fit, *c.window).mean - base)
     finally:
         fc.MIX_WEIGHTS.update(saved)
@@ -186,6 +188,8 @@ def _features(c: Case) -> np.ndarray:
 
 
 def learn(all_cases: list[Case]) -> None:
+    """Mix weights per stage (rising | settled) and κ, each family scored with what the other
+    families chose."""
     combos = np.array([w for w in itertools.product(GRID, repeat=len(CANDIDATES))
                        if sum(w) <= 1.0 + 1e-9])  # fmt: skip
     feats = np.array([_features(c) for c in all_cases])
@@ -193,26 +197,34 @@ def learn(all_cases: list[Case]) -> None:
     truth = np.array([c.truth for c in all_cases])
     sd = np.array([c.run.sd for c in all_cases])
     families = np.array([c.run.family for c in all_cases])
+    stages = np.array([fc.stage(c.fit) for c in all_cases])
     errors = np.abs(base[:, None] + feats @ combos.T - truth[:, None]) / sd[:, None]
-    chosen: dict[str, tuple[float, ...]] = {}
     held = np.empty(len(all_cases))
-    for fam in sorted(set(families)):
-        out = families == fam
-        j = int(np.argmin(errors[~out].mean(axis=0)))
-        chosen[fam] = tuple(combos[j])
-        held[out] = errors[out, j]
-    j_all = int(np.argmin(errors.mean(axis=0)))
-    print("held-out weights per family (", ", ".join(CANDIDATES), "):")
-    for fam, w in chosen.items():
-        print(f"  {fam}: {tuple(float(x) for x in w)}")
-    print("pooled choice:", dict(zip(CANDIDATES, combos[j_all].tolist(), strict=True)))
+    pooled: dict[str, dict[str, float]] = {}
+    for st in ("rising", "settled"):
+        in_stage = stages == st
+        print(f"{st}: {in_stage.sum()} forecasts; held-out weights per family "
+              f"({', '.join(CANDIDATES)}):")  # fmt: skip
+        for fam in sorted(set(families)):
+            out = families == fam
+            j = int(np.argmin(errors[~out & in_stage].mean(axis=0)))
+            held[out & in_stage] = errors[out & in_stage, j]
+            print(f"  {fam}: {tuple(float(x) for x in combos[j])}")
+        j_all = int(np.argmin(errors[in_stage].mean(axis=0)))
+        pooled[st] = dict(zip(CANDIDATES, combos[j_all].tolist(), strict=True))
+    print("pooled choice:", pooled)
     pers = np.array([score(c, persistence(c))[0] for c in all_cases])
     print(f"held-out median |err| {np.median(held):.3f} vs persistence {np.median(pers):.3f}")
-    _learn_kappa(all_cases, dict(zip(CANDIDATES, combos[j_all].tolist(), strict=True)))
+    cuts = np.array([c.cut for c in all_cases])
+    for cut in CUTS:
+        m = cuts == cut
+        print(f"  cut {cut:.0%}: held-out {np.median(held[m]):.3f}, persistence "
+              f"{np.median(pers[m]):.3f}")  # fmt: skip
+    _learn_kappa(all_cases, pooled)
 
 
-def _learn_kappa(all_cases: list[Case], weights: dict[str, float]) -> None:
-    saved_w, saved_k = dict(fc.MIX_WEIGHTS), fc.KAPPA
+def _learn_kappa(all_cases: list[Case], weights: dict[str, dict[str, float]]) -> None:
+    saved_w, saved_k = {k: dict(v) for k, v in fc.MIX_WEIGHTS.items()}, fc.KAPPA
     fc.MIX_WEIGHTS.update(weights)
     hits = {}
     try:

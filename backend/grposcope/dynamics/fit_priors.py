@@ -66,11 +66,17 @@ KAPPA = 0.75
 # of the last 10 % of points): mean = recent level + Σ wᵢ · (candidateᵢ − recent level), where the
 # candidates are the long level (mean of the last 30 % of points: a persistence with less noise
 # and more lag), and the anchored changes the oscillator and the single exponential predict from
-# the recent window to the target. The weights were learned by leave-one-family-out backtesting
-# on the 55 runs of ../shared/data/real_logs (main, extra/ and wide/): every held-out family
-# picked the same weights (15 of 17 folds) or neighbours of them, so these are the pooled
-# ones; `bench/backtest.py --learn` prints them and the held-out scores (docs/dynamics-fit.md).
-MIX_WEIGHTS: dict[str, float] = {"long_level": 0.5, "oscillator": 0.125, "exponential": 0.375}
+# the recent window to the target. One set of weights while the fit says the run is still rising
+# (its plateau start lies ahead), one once it has settled: while rising the curves know where it
+# is heading; once settled, averaging more of the recent past wins. The weights were learned by
+# leave-one-family-out backtesting on the 55 runs of ../shared/data/real_logs (main, extra/ and
+# wide/); the held-out families chose these or their grid neighbours, and these are the pooled
+# choice; `python bench/backtest.py --learn …` prints both and the held-out scores
+# (docs/dynamics-fit.md).
+MIX_WEIGHTS: dict[str, dict[str, float]] = {
+    "rising": {"long_level": 0.375, "oscillator": 0.375, "exponential": 0.25},
+    "settled": {"long_level": 0.75, "oscillator": 0.0, "exponential": 0.25},
+}
 LONG_FRACTION = 0.3
 # z of the central 80 % interval of a normal distribution.
 Z80 = 1.2815515655446004

@@ -5,17 +5,18 @@ of the last 10 % of points, the "recent level"):
 
     mean = recent level + Σ wᵢ · (candidateᵢ − recent level)
 
-with the candidates of `fit_priors.MIX_WEIGHTS`: the long level (mean of the last 30 % of
-points), and the changes the fitted oscillator and single exponential predict from the recent
-window to the target window. The weights were learned by leave-one-family-out backtesting on
-real runs (`bench/backtest.py`, docs/dynamics-fit.md): persistence alone was hard to beat on
-runs nobody tuned on, and a bare fitted curve extrapolates its errors, so each curve only
-contributes its shrunk *change*. Its variance adds (a) the noise of the recent level and of the
-target window's mean, widened for autocorrelation, (b) the weighted parameter uncertainty of the
-oscillator's change (Laplace covariance, delta method), and (c) a model-error term growing
-linearly with the distance past the last step, KAPPA · series sd · distance / steps seen,
-calibrated by the same backtest. A metric with a known range (a 0/1 rate) has its interval
-clipped to it.
+with the candidates of `fit_priors.MIX_WEIGHTS` (one set while the run still rises, one once it
+has settled): the long level (mean of the last 30 % of points), and the changes the fitted
+oscillator and single exponential predict from the recent window to the target window. The
+weights were learned by leave-one-family-out backtesting on real runs (`bench/backtest.py`,
+docs/dynamics-fit.md): persistence alone was hard to beat on runs nobody tuned on, and a bare
+fitted curve extrapolates its errors, so each curve only contributes its shrunk *change*.
+
+Its variance adds (a) the noise of the recent level and of the target window's mean, widened for
+autocorrelation, (b) the weighted parameter uncertainty of the oscillator's change (Laplace
+covariance, delta method), and (c) a model-error term growing linearly with the distance past
+the last step, KAPPA · series sd · distance / steps seen, calibrated by the same backtest. A
+metric with a known range (a 0/1 rate) has its interval clipped to it.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ class Prediction:
     recent_level: float
     weights: tuple[tuple[str, float], ...] = ()  # (candidate, weight) of the mix in `mean`
     method: str = "mix"
+    stage: str = "settled"  # rising | settled: which set of weights the mix used
 
     def to_json(self) -> dict[str, Any]:
         return finite(
@@ -124,10 +126,16 @@ def _recent_steps(result: FitResult) -> np.ndarray:
     return np.linspace(first, result.last_step, int(min(max(result.n_recent, 1), 200)))
 
 
+def stage(result: FitResult) -> str:
+    """'rising' while the fitted plateau start lies ahead of the last step, else 'settled'."""
+    start, last = result.phases[1], result.last_step
+    return "rising" if start is not None and last is not None and start > last else "settled"
+
+
 def _weights(result: FitResult) -> dict[str, float]:
-    """The mix's weights; a curve that did not converge contributes nothing."""
+    """The mix's weights for the run's stage; a curve that did not converge adds nothing."""
     ok = result.success and result.single_exponential is not None
-    weights = dict(MIX_WEIGHTS)
+    weights = dict(MIX_WEIGHTS[stage(result)])
     if not ok:
         weights["oscillator"] = weights["exponential"] = 0.0
     if not math.isfinite(result.long_level):
@@ -188,7 +196,7 @@ def predict_window(result: FitResult, start: float, end: float) -> Prediction:
     lo, hi = _clip(result, mean - half, mean + half)
     weights = tuple(sorted(_weights(result).items()))
     return Prediction(start, end, mean, float(lo), float(hi), float(np.mean(curve)),
-                      result.recent_level, weights)  # fmt: skip
+                      result.recent_level, weights, stage=stage(result))  # fmt: skip
 
 
 def forecast_band(result: FitResult, horizon: float | None = None) -> Band:
