@@ -203,7 +203,7 @@ def forecast_band(result: FitResult, horizon: float | None = None) -> Band:
     """The expected metric from the first step to `horizon` (default: twice the steps seen).
 
     Up to the last step it is the fitted curve; beyond it, the same anchored forecast as
-    ``predict_window`` (recent level + w · the curve's predicted change, with its variance),
+    ``predict_window`` (the same mix of persistence and the curves' changes, with its variance),
     so the band a person sees is the forecast that is measured and calibrated on real runs.
     The expected level, without the noise of a single step.
     """
