@@ -172,6 +172,32 @@ def report(all_cases: list[Case]) -> None:
     print("\n" + "\n".join(ratios))
 
 
+def adaptation(all_cases: list[Case]) -> None:
+    """In-run adaptation, tried: shrink the mix toward persistence by how the run's own earlier
+    forecasts (next-10 % windows already observed at this cut) scored against persistence's."""
+    by_run: dict[str, list[Case]] = defaultdict(list)
+    for c in all_cases:
+        by_run[c.run.name].append(c)
+    for rule in ("none", "ratio", "all-or-nothing"):
+        errors, naive = [], []
+        for cs in by_run.values():
+            for c in cs:
+                past = [p for p in cs if p.horizon == "next10" and p.b <= c.n_seen]
+                mix = sum(abs(p.preds["grposcope"][0] - p.truth) for p in past)
+                pers = sum(abs(p.preds["persistence"][0] - p.truth) for p in past)
+                shrink = 1.0
+                if past and rule == "ratio" and mix > 0:
+                    shrink = min(1.0, pers / mix)
+                elif past and rule == "all-or-nothing":
+                    shrink = float(mix <= pers)
+                level = c.fit.recent_level
+                pred = level + shrink * (c.preds["grposcope"][0] - level)
+                errors.append(abs(pred - c.truth) / c.run.sd)
+                naive.append(abs(level - c.truth) / c.run.sd)
+        print(f"in-run adaptation {rule}: median |err| {np.median(errors):.3f} "
+              f"(persistence {np.median(naive):.3f})")  # fmt: skip
+
+
 def _features(c: Case) -> np.ndarray:
     """Each candidate's forecast minus the recent level (predict_window with a unit weight)."""
     base = c.fit.recent_level
@@ -263,6 +289,8 @@ def main() -> int:
         return 0
     predict_all(all_cases)
     report(all_cases)
+    print()
+    adaptation(all_cases)
     return 0
 
 
