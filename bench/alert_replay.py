@@ -75,7 +75,7 @@ def gain_after(run: Run, step: int) -> float:
     i = int(np.searchsorted(run.steps, step, side="right"))
     before = run.values[max(0, i - w) : i]
     after = run.values[max(i, n - max(5, n // 5)) :]
-    if before.size == 0 or after.size == 0 or i >= n:
+    if before.size == 0 or after.size == 0 or i >= n or run.sd == 0:
         return 0.0
     return float((after.mean() - before.mean()) / run.sd)
 

@@ -73,6 +73,8 @@ class Case:
 def cases(runs: list[Run]) -> list[Case]:
     out = []
     for run in runs:
+        if run.sd == 0:  # a constant reward (no success at all): errors in run-σ are undefined
+            continue
         n = run.values.size
         for cut in CUTS:
             ns = int(round(cut * n))

@@ -100,7 +100,7 @@ FAILING_OTHER = {
 NOT_LEARNING = (
     "unsloth_official_phi4_14b_gsm8k_G6_nolearning", "duruoli_", "freakz3z_", "coicozoi_",
     "unslothai_deepseek-r1-0528", "unslothai_gpt-oss-20b-bf16", "alexchilton_", "jzystar_",
-    "sushantmehta-code_", "uqcxu9_", "unslothai_qwen3.5-4b_mathvista",
+    "sushantmehta-code_", "uqcxu9_", "unslothai_qwen3.5-4b_mathvista", "kardeniapoyu_",
 )  # fmt: skip
 
 

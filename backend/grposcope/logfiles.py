@@ -41,6 +41,7 @@ REWARD_KEYS = (
     "critic/score/mean",
     "critic/rewards/mean",
     "env/reward",
+    "success_rate",  # loops that log only a 0/1 success share (the 24-game GRPO loop)
 )
 
 

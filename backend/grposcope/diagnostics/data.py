@@ -75,7 +75,7 @@ CLIP_KEYS = (
 )
 
 # KL to the reference, as TRL and the other loggers name it (the first present is used).
-KL_KEYS = ("kl", "train/kl", "objective/kl", "actor/kl_loss", "kl_divergence")
+KL_KEYS = ("kl", "train/kl", "objective/kl", "actor/kl_loss", "kl_divergence", "kl_div")
 
 # Precursor series as the loggers name them (TRL, the CS336-style loops, verl, Tinker).
 ENTROPY_KEYS = ("entropy", "train/token_entropy", "actor/entropy", "optim/entropy",
