@@ -117,7 +117,8 @@ def test_a_batch_refused_for_good_goes_to_the_dead_letter_file_and_blocks_nothin
         (17, {"reward": 17 / 50}, status)
     ]
     (warning,) = _messages(caplog, "refused 1 value(s)")
-    assert f"HTTP {status}: Refused: step 17 reward" in warning and str(report.dead_letter) in warning
+    assert f"HTTP {status}: Refused: step 17 reward" in warning
+    assert str(report.dead_letter) in warning
 
 
 def test_a_server_failing_everything_with_500_keeps_the_data(served, tmp_path, caplog) -> None:
