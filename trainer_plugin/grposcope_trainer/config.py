@@ -11,6 +11,7 @@ Environment variables, read when a run starts (never at import time):
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from collections.abc import Callable
@@ -159,6 +160,7 @@ def clean_metrics(
     return out
 
 
+@functools.lru_cache(maxsize=4096)  # the same few dozen keys come back every step
 def key_problem(key: str) -> str | None:
     """Why the server cannot store a metric named `key`, or None when it can."""
     if not 0 < len(key) <= MAX_KEY_LENGTH:
