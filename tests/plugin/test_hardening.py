@@ -241,3 +241,24 @@ def test_replay_adopt_sends_a_chosen_directory_to_the_given_server(served, tmp_p
     assert main([*args, "--adopt", str(legacy.path)]) == 0
     assert api.values == {(1, "reward"): 0.4} and api.finished == "failed"
     assert not legacy.path.exists()
+
+
+def test_a_batch_too_large_as_a_whole_goes_through_in_halves(served, tmp_path) -> None:
+    api = Api()
+    too_large = {"n": 0}
+
+    def responder(path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        if path.endswith("/ingest") and len(body["steps"]) > 10:
+            too_large["n"] += 1
+            return 413, {"error": "PayloadTooLarge", "detail": "at most 10 steps"}
+        return api(path, body)
+
+    stub = served(api)
+    stub.responder = responder
+    run = _run(stub.url, tmp_path, batch_interval=0.5)
+    for step in range(1, 41):
+        run.log(step, {"reward": step / 40})
+    report = run.finish(timeout=30)
+    assert too_large["n"] >= 1 and report.delivered and report.refused_values == 0
+    assert api.values == {(s, "reward"): s / 40 for s in range(1, 41)}
+    assert not (run._sender.spool.path / "dead-letter.jsonl").exists()

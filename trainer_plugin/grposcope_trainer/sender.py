@@ -408,19 +408,29 @@ class Sender:
         self, state: _RunState, group: list[tuple[str, list[Step]]], result: triage.Triage,
         own: bool,
     ) -> bool:  # fmt: skip
-        """Dead-letter what the server refused, then acknowledge the group's fragments."""
-        where = state.spool.path / DEAD_LETTER
-        try:
-            where = state.spool.dead_letter(
-                triage.dead_letter_records(
-                    result, run_id=state.run_id, server=self._transport.url, at=time.time()
+        """Dead-letter what the server refused, then acknowledge the group's fragments.
+
+        Nothing refused is possible too: a batch refused whole (413, too large) whose halves
+        all went through.
+        """
+        if result.refused:
+            where = state.spool.path / DEAD_LETTER
+            try:
+                where = state.spool.dead_letter(
+                    triage.dead_letter_records(
+                        result, run_id=state.run_id, server=self._transport.url, at=time.time()
+                    )
                 )
-            )
-        except OSError as exc:
-            logger.warning("grposcope: cannot write the dead-letter file %s (%s)", where, exc)
-        if own:
-            self.refused_values += result.refused_values
-        self._warn_refusal(state, result, where)
+            except OSError as exc:
+                logger.warning(
+                    "grposcope: cannot write the dead-letter file %s (%s); the refused values "
+                    "are not kept",
+                    where,
+                    exc,
+                )
+            if own:
+                self.refused_values += result.refused_values
+            self._warn_refusal(state, result, where)
         for name, _ in group:
             state.spool.ack(name)
         state.strikes.clear()
