@@ -135,3 +135,10 @@ def test_the_spool_is_keyed_by_server_and_token_never_the_token_itself(tmp_path:
     assert root != keyed_root(tmp_path, "http://127.0.0.1:8000", secret + "x")  # another token
     assert root.parent == keyed_root(tmp_path, "http://127.0.0.1:8000", "other").parent
     assert keyed_root(tmp_path, "http://127.0.0.1:8000", None).name == "anonymous"
+
+
+def test_json_safe_keeps_integers_within_64_bits() -> None:
+    given = {"a": 2**63 - 1, "b": -(2**63), "c": 2**63, "d": 10**400, "e": -(10**5000)}
+    assert json_safe(given) == {
+        "a": 2**63 - 1, "b": -(2**63), "c": float(2**63), "d": "Infinity", "e": "-Infinity"
+    }  # fmt: skip

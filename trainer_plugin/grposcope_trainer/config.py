@@ -183,9 +183,19 @@ def _short_repr(value: Any, limit: int = 60) -> str:
 
 
 def json_safe(value: Any, depth: int = 0) -> Any:
-    """A JSON-serialisable copy: non-finite floats become strings, unknown objects their str()."""
+    """A JSON-serialisable copy: non-finite floats become strings, unknown objects their str(),
+    and integers beyond 64 bits (which no server column holds) floats or "±Infinity"."""
     if depth > 20:
         return str(value)
+    if (
+        isinstance(value, int)
+        and not isinstance(value, bool)
+        and not -MAX_STEP - 1 <= value <= MAX_STEP
+    ):
+        try:
+            return float(value)
+        except OverflowError:
+            return "Infinity" if value > 0 else "-Infinity"
     if value is None or isinstance(value, (bool, int, str)):
         return value
     if isinstance(value, float):
