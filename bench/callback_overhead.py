@@ -11,6 +11,9 @@ with it is included in the figures. Goal: median < 100 µs and p99 < 1 ms in eve
 - up:   a real `grposcope serve` on 127.0.0.1 (temporary SQLite database)
 - down: a URL on 127.0.0.1 where nothing listens (every batch goes to the spool)
 - slow: a local HTTP server that holds every request for 2 s before answering
+- refusing: a local HTTP server that refuses every ingest (HTTP 422), so the sender halves
+  every batch down to single values (triage, 64 requests a batch) and dead-letters it all:
+  the most CPU the sender thread can take from the training thread
 """
 
 from __future__ import annotations
@@ -42,6 +45,26 @@ LOGS = {
     "clip_ratio/region_mean": 0.001, "clip_ratio/low_min": 0.0, "clip_ratio/high_max": 0.004,
     "epoch": 0.12,
 }  # fmt: skip
+
+
+class RefusingHandler(BaseHTTPRequestHandler):
+    """Creates runs, refuses every ingest with 422."""
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if self.path.endswith("/ingest"):
+            status, body = 422, {"error": "ValidationError", "detail": "refused"}
+        else:
+            status, body = 200, {"id": 1, "run_id": 1, "open_alerts": []}
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        pass
 
 
 def free_port() -> int:
@@ -158,6 +181,14 @@ def main() -> int:
             slow_url, "t", work / "spool-slow", opts.calls, opts.interval_ms / 1e3
         )
         slow.shutdown()
+        refusing = ThreadingHTTPServer(("127.0.0.1", 0), RefusingHandler)
+        refusing.daemon_threads = True
+        threading.Thread(target=refusing.serve_forever, daemon=True).start()
+        refusing_url = f"http://127.0.0.1:{refusing.server_address[1]}"
+        results["refusing"] = measure(
+            refusing_url, "t", work / "spool-refusing", opts.calls, opts.interval_ms / 1e3
+        )
+        refusing.shutdown()
     if opts.json:
         print(json.dumps(results, indent=2))
         return 0

@@ -100,6 +100,54 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         pass
 
 
+class RefusingProxy(_Server):
+    """Forwards every request to `upstream`, except those `refuse(path, body)` answers for: a
+    real server behind, with deterministic refusals (HTTP status) of chosen batches in front."""
+
+    def __init__(self, upstream: str, refuse: Callable[[str, Any], int | None]) -> None:
+        self.upstream = upstream
+        self.refuse = refuse
+        self.refused = 0
+        super().__init__(_RefusingHandler)
+
+
+class _RefusingHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        self._forward(b"")
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        owner: RefusingProxy = self.server.owner  # type: ignore[attr-defined]
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        data = gzip.decompress(raw) if self.headers.get("Content-Encoding") == "gzip" else raw
+        status = owner.refuse(self.path, json.loads(data or b"null"))
+        if status:
+            owner.refused += 1
+            self._answer(status, json.dumps({"error": "Refused", "detail": "by the proxy"}))
+            return
+        self._forward(raw)
+
+    def _forward(self, data: bytes) -> None:
+        owner: RefusingProxy = self.server.owner  # type: ignore[attr-defined]
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
+        reply = httpx.request(
+            self.command, owner.upstream + self.path, content=data, headers=headers, timeout=30
+        )
+        self._answer(reply.status_code, reply.text)
+
+    def _answer(self, status: int, text: str) -> None:
+        body = text.encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
 class Reader:
     """Reads what a live server stored, with an admin token."""
 

@@ -85,3 +85,60 @@ def test_json_safe_makes_any_config_serialisable() -> None:
     json.dumps(safe, allow_nan=False)  # would raise on NaN/Infinity or unknown objects
     assert safe["a"] == [1, 2.5, "Infinity"]
     assert safe["b"] == {"3": "opaque"}
+
+
+def test_a_value_that_cannot_be_sent_is_dropped_by_name_and_the_rest_kept() -> None:
+    class Broken:
+        def __float__(self) -> float:
+            raise RuntimeError("device lost")
+
+    dropped: list[tuple[str, str]] = []
+    logs = {"reward": 0.5, "huge": 10**400, "text": "n/a", "obj": Broken(), "nul\x00": 1.0,
+            "\ud800": 2.0, "": 3.0, "x" * 301: 4.0, 7: 5.0, "nan": float("nan")}  # fmt: skip
+    out = clean_metrics(logs, lambda key, why: dropped.append((key, why)))
+    assert out == {"reward": 0.5, "7": 5.0, "nan": "NaN"}
+    reasons = dict(dropped)
+    assert "too large for a float" in reasons["huge"]
+    assert "not a number" in reasons["text"]
+    assert "device lost" in reasons["obj"]
+    assert "NUL" in reasons["nul\x00"] and "surrogate" in reasons["\ud800"]
+    assert "0 characters" in reasons[""] and "301 characters" in reasons["x" * 301]
+    json.dumps(out, allow_nan=False)
+
+
+@pytest.mark.parametrize(
+    ("given", "base", "normal"),
+    [
+        ("http://127.0.0.1:8000", "http://127.0.0.1:8000", "http://127.0.0.1:8000"),
+        ("http://127.0.0.1:8000/api/v1/", "http://127.0.0.1:8000", "http://127.0.0.1:8000"),
+        ("HTTP://Example.COM:80/", "HTTP://Example.COM:80", "http://example.com"),
+        ("https://h.example/grp/api/v1", "https://h.example/grp", "https://h.example/grp"),
+        ("http://u:pw@[::1]:9000/x?q=1", "http://u:pw@[::1]:9000/x?q=1", "http://[::1]:9000/x"),
+    ],
+)
+def test_server_urls_are_accepted_with_or_without_api_v1(given, base, normal) -> None:
+    from grposcope_trainer.config import normalise_url, server_base
+
+    assert server_base(given) == base
+    assert normalise_url(given) == normal
+
+
+def test_the_spool_is_keyed_by_server_and_token_never_the_token_itself(tmp_path: Path) -> None:
+    from grposcope_trainer.spool import keyed_root
+
+    secret = "gs_0123456789abcdef0123456789abcdef"
+    root = keyed_root(tmp_path, "http://127.0.0.1:8000", secret)
+    assert root.parent.parent == tmp_path and secret not in str(root)
+    assert root == keyed_root(tmp_path, "http://127.0.0.1:8000/api/v1/", secret)  # one server
+    assert root != keyed_root(tmp_path, "http://127.0.0.1:8001", secret)  # another port
+    assert root.parent != keyed_root(tmp_path, "http://10.0.0.5:8000", secret).parent
+    assert root != keyed_root(tmp_path, "http://127.0.0.1:8000", secret + "x")  # another token
+    assert root.parent == keyed_root(tmp_path, "http://127.0.0.1:8000", "other").parent
+    assert keyed_root(tmp_path, "http://127.0.0.1:8000", None).name == "anonymous"
+
+
+def test_json_safe_keeps_integers_within_64_bits() -> None:
+    given = {"a": 2**63 - 1, "b": -(2**63), "c": 2**63, "d": 10**400, "e": -(10**5000)}
+    assert json_safe(given) == {
+        "a": 2**63 - 1, "b": -(2**63), "c": float(2**63), "d": "Infinity", "e": "-Infinity"
+    }  # fmt: skip

@@ -153,7 +153,8 @@ def test_the_spool_of_a_killed_process_is_replayed_by_the_next(live_server, tmp_
                              for r in reader.runs("faults")), timeout=60)  # fmt: skip
     (victim_run,) = [r for r in reader.runs("faults") if r["name"] == "victim"]
     assert_stored(reader, victim_run["id"], {s: {"reward": s / 40} for s in range(1, 41)})
-    assert [p.name for p in (tmp_path / "spool").iterdir()] == []
+    left = [p.name for p in (tmp_path / "spool").rglob("*") if p.is_file()]
+    assert left == ["server.json"]  # no run, fragment or lock left: only the server's name
 
 
 def test_a_read_only_token_lets_training_go_on(live_server, tmp_path, caplog) -> None:
@@ -181,13 +182,21 @@ def test_a_read_only_token_lets_training_go_on(live_server, tmp_path, caplog) ->
     assert not control.should_training_stop
     assert viewer.report.pending_steps == 30 and not viewer.report.delivered
 
-    # The data waited in the spool; a later process with a writer token sends it.
+    # The data waited in the spool. A later process with another token does not send it
+    # (the spool is keyed by token); adopting the directory by hand does.
     reader = Reader(live_server.url, live_server.admin_token)
     writer = live_server.token("alpha")
     with Run("faults", "later", url=live_server.url, token=writer, spool_dir=tmp_path / "spool",
              **FAST) as later:  # fmt: skip
         later.log(1, {"reward": 0.0})
-        wait_for(lambda: any(r["name"] == "out" and r["status"] == "finished"
-                             for r in reader.runs("faults")), timeout=60)  # fmt: skip
+        wait_for(lambda: any(r["name"] == "later" for r in reader.runs("faults")), timeout=60)
+    assert [r["name"] for r in reader.runs("faults")] == ["later"]
+    assert viewer.report.spool_path.is_dir()
+
+    from grposcope_trainer.__main__ import main
+
+    adopt = ["replay", "--url", live_server.url, "--token", writer, "--adopt"]
+    assert main([*adopt, str(viewer.report.spool_path)]) == 0
     (first,) = [r for r in reader.runs("faults") if r["name"] == "out"]
+    assert first["status"] == "finished"
     assert_stored(reader, first["id"], {s: {"reward": s / 30} for s in range(1, 31)})

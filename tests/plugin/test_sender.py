@@ -3,6 +3,7 @@ rejections, alerts. The real server is exercised in test_live_server.py and test
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -96,7 +97,7 @@ def test_every_step_is_delivered_in_batches_and_finished(stub, script, tmp_path)
     ingests = [p for p, _ in stub.requests if p.endswith("/ingest")]
     assert 1 < len(ingests) < 1000  # batched, and bounded in size
     assert stub.requests[0][1]["hyperparameters"] == {"learning_rate": 1e-3}
-    assert not (tmp_path / "spool" / run.run_key).exists()
+    assert not run._sender.spool.path.exists()
 
 
 def test_transient_errors_are_retried_with_one_warning_each_way(stub, script, tmp_path, caplog):
@@ -122,22 +123,33 @@ def test_a_token_without_write_rights_warns_once_and_keeps_the_data(stub, script
                 wait_for(lambda: run._sender._auth_failed, timeout=10)
         report = run.finish(timeout=2)
     assert not report.delivered and report.pending_steps == 100
-    assert report.spool_path == tmp_path / "spool" / run.run_key
+    assert report.spool_path == run._sender.spool.path
+    assert report.spool_path.parent.parent.parent == tmp_path / "spool"  # keyed: server, token
     auth = [r.getMessage() for r in caplog.records if "refused the token" in r.getMessage()]
     assert len(auth) == 1 and "403" in auth[0] and "Training continues" in auth[0]
     assert len(stub.requests) == 1  # no retry loop on an auth error
     assert "resent" in report.message and str(report.spool_path) in report.message
 
 
-def test_an_invalid_batch_is_set_aside_and_the_rest_goes_through(stub, script, tmp_path):
+def test_an_invalid_batch_goes_to_the_dead_letter_file_and_the_rest_goes_through(
+    stub, script, tmp_path, caplog
+) -> None:
     script.ingest_status = [422]
-    run = _run(stub, tmp_path)
-    run.log(1, {"reward": 0.1})
-    wait_for(lambda: (tmp_path / "spool" / run.run_key / "rejected").is_dir(), timeout=10)
-    run.log(2, {"reward": 0.2})
-    assert run.finish().delivered
+    with caplog.at_level(logging.WARNING, logger="grposcope_trainer"):
+        run = _run(stub, tmp_path)
+        run.log(1, {"reward": 0.1})
+        dead_letter = run._sender.spool.path / "dead-letter.jsonl"
+        wait_for(dead_letter.is_file, timeout=10)
+        run.log(2, {"reward": 0.2})
+        report = run.finish()
+    assert report.delivered and report.refused_values == 1 and report.dead_letter == dead_letter
     assert sorted(script.steps) == [2]
-    assert len(list((tmp_path / "spool" / run.run_key / "rejected").iterdir())) == 1
+    (line,) = [json.loads(x) for x in dead_letter.read_text().splitlines()]
+    assert (line["step"], line["metrics"], line["http_status"]) == (1, {"reward": 0.1}, 422)
+    assert line["detail"] == "Invalid: status 422" and line["server"] == stub.url
+    refused = [r.getMessage() for r in caplog.records if "refused 1 value" in r.getMessage()]
+    assert len(refused) == 1 and "Invalid: status 422" in refused[0]
+    assert "step 1 'reward'" in refused[0]
 
 
 def test_a_run_deleted_on_the_server_is_created_again(stub, script, tmp_path) -> None:
@@ -218,9 +230,9 @@ def test_fragments_piled_up_during_an_outage_travel_together(stub, script, tmp_p
 
 
 def test_an_orphan_the_token_cannot_write_does_not_block_our_run(stub, script, tmp_path) -> None:
-    from grposcope_trainer.spool import RunSpool
+    from grposcope_trainer.spool import RunSpool, keyed_root
 
-    orphan = RunSpool(tmp_path / "spool", "someone-elses")
+    orphan = RunSpool(keyed_root(tmp_path / "spool", stub.url, "t"), "someone-elses")
     orphan.write_run({"project": "other", "name": "theirs", "run_key": "someone-elses"})
     orphan.append([{"step": 1, "wall_time": 1.0, "metrics": {"reward": 0.9}}])
 

@@ -28,8 +28,8 @@ class GRPOScopeCallback(TrainerCallback):
         project: project name. Env ``GRPOSCOPE_PROJECT``; default ``default``.
         run_name: run name. Env ``GRPOSCOPE_RUN_NAME``; default ``args.run_name`` or the
             output directory's name.
-        spool_dir: where unsent batches wait on disk. Env ``GRPOSCOPE_SPOOL_DIR``; default
-            ``~/.cache/grposcope/spool``.
+        spool_dir: where unsent batches wait on disk, keyed by server and token. Env
+            ``GRPOSCOPE_SPOOL_DIR``; default ``~/.cache/grposcope/spool``.
         stop_on: alert kinds (``reward_hacking``, ``advantage_degeneracy``,
             ``policy_concentration``, ``dynamical_instability``, ``plateau_reached``,
             ``run_stalled``) whose *critical* alerts stop training at the next step end.
@@ -40,11 +40,12 @@ class GRPOScopeCallback(TrainerCallback):
             ``{"curvature": 3.8e3}``: a curvature K measured before this run (a pilot run's
             ``constrained.K``), so the predicted stability margin applies from the first step.
         **run_options: passed to `Run` (``team``, ``request_timeout``, ``batch_interval``,
-            ``max_backoff``, ``replay_orphans``).
+            ``persist_interval``, ``max_backoff``, ``replay_orphans``).
 
     The constructor only stores arguments; everything else happens on train begin. The
-    training thread only copies the log dict into a queue; sending, retrying and spooling
-    happen on a daemon thread, and no error from grposcope ever reaches the training loop.
+    training thread only copies the log dict into a queue; spooling (every ~100 ms), sending
+    and retrying happen on daemon threads, and no error from grposcope ever reaches the
+    training loop. A value that cannot be sent is dropped with one warning naming its key.
     """
 
     def __init__(

@@ -11,11 +11,14 @@ Environment variables, read when a run starts (never at import time):
 
 from __future__ import annotations
 
+import functools
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 ALERT_KINDS = (
     "reward_hacking",
@@ -27,6 +30,8 @@ ALERT_KINDS = (
 )
 
 DEFAULT_URL = "http://127.0.0.1:8000"
+API_PREFIX = "/api/v1"
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 @dataclass(frozen=True)
@@ -53,14 +58,35 @@ class ClientConfig:
         url = url or env.get("GRPOSCOPE_URL") or DEFAULT_URL
         if not url.startswith(("http://", "https://")):
             raise ValueError(f"url must start with http:// or https://, got {url!r}")
+        normalise_url(url)  # a malformed URL (a bad port) is an error here, not on the thread
         spool = spool_dir or env.get("GRPOSCOPE_SPOOL_DIR") or default_spool_dir()
         return cls(
-            url=url.rstrip("/"),
+            url=server_base(url),
             token=token or env.get("GRPOSCOPE_TOKEN") or None,
             project=project or env.get("GRPOSCOPE_PROJECT") or "default",
             run_name=run_name or env.get("GRPOSCOPE_RUN_NAME") or None,
             spool_dir=Path(spool).expanduser(),
         )
+
+
+def server_base(url: str) -> str:
+    """The URL without a trailing slash or ``/api/v1`` (both spellings are accepted)."""
+    url = url.strip().rstrip("/")
+    return url[: -len(API_PREFIX)].rstrip("/") if url.endswith(API_PREFIX) else url
+
+
+def normalise_url(url: str) -> str:
+    """One spelling per server, for keying the spool: lower-case scheme and host, the default
+    port left out, no credentials, query, trailing slash or ``/api/v1``. Two spellings of one
+    server share a spool; different servers (or ports, or path prefixes) never do."""
+    parts = urlsplit(server_base(url))
+    scheme = parts.scheme.lower()
+    host = (parts.hostname or "").lower()
+    if ":" in host:  # IPv6 literal
+        host = f"[{host}]"
+    port = parts.port  # ValueError for a malformed port
+    netloc = host if port is None or port == _DEFAULT_PORTS.get(scheme) else f"{host}:{port}"
+    return f"{scheme}://{netloc}{parts.path.rstrip('/')}"
 
 
 def default_spool_dir() -> Path:
@@ -85,7 +111,8 @@ def validate_stop_on(stop_on: Any) -> frozenset[str]:
 def metric_value(value: Any) -> float | str | None:
     """A logged value as the API wants it: a finite float, None, or "NaN"/"Infinity"/"-Infinity".
 
-    Raises TypeError for values that are not numbers (strings, lists), which callers skip.
+    Raises TypeError for values that are not numbers (strings, lists) and OverflowError for
+    numbers no float can hold (an int of 10**400); callers drop them.
     """
     if value is None:
         return None
@@ -100,25 +127,75 @@ def metric_value(value: Any) -> float | str | None:
 
 
 MAX_KEY_LENGTH = 300  # the API's limit on a metric name
+MAX_STEP = 2**63 - 1  # steps are 64-bit integers on the server
+
+DropHandler = Callable[[str, str], None]
 
 
-def clean_metrics(logs: dict[str, Any]) -> dict[str, float | str | None]:
-    """Keep the numeric entries of a log dict; drop the rest (text, lists, over-long names)."""
+def clean_metrics(
+    logs: dict[str, Any], on_drop: DropHandler | None = None
+) -> dict[str, float | str | None]:
+    """Keep the entries of a log dict that can be sent; `on_drop(key, reason)` for the rest.
+
+    Dropped: values that are not numbers or overflow a float, and names the server cannot
+    store (empty, over 300 characters, a NUL, not encodable as UTF-8). Each entry is judged
+    on its own, so one bad value never costs the rest of its step.
+    """
     out: dict[str, float | str | None] = {}
-    for key, value in logs.items():
-        if not 0 < len(str(key)) <= MAX_KEY_LENGTH:
-            continue
-        try:
-            out[str(key)] = metric_value(value)
-        except (TypeError, ValueError):
-            continue
+    for raw_key, value in logs.items():
+        key = raw_key if isinstance(raw_key, str) else str(raw_key)
+        problem = key_problem(key)
+        if problem is None:
+            try:
+                out[key] = metric_value(value)
+                continue
+            except ArithmeticError:
+                problem = f"value {_short_repr(value)} is too large for a float"
+            except (TypeError, ValueError):
+                problem = f"value {_short_repr(value)} is not a number"
+            except Exception as exc:  # a foreign object's __float__ may raise anything
+                problem = f"value {_short_repr(value)} cannot be read as a number ({exc!r})"
+        if on_drop is not None:
+            on_drop(key, problem)
     return out
 
 
+@functools.lru_cache(maxsize=4096)  # the same few dozen keys come back every step
+def key_problem(key: str) -> str | None:
+    """Why the server cannot store a metric named `key`, or None when it can."""
+    if not 0 < len(key) <= MAX_KEY_LENGTH:
+        return f"the name has {len(key)} characters (1 to {MAX_KEY_LENGTH} allowed)"
+    if "\x00" in key:
+        return "the name contains a NUL character"
+    try:
+        key.encode("utf-8")
+    except UnicodeEncodeError:
+        return "the name is not valid Unicode (a lone surrogate)"
+    return None
+
+
+def _short_repr(value: Any, limit: int = 60) -> str:
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001 - a broken __repr__ must not matter here
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
+
+
 def json_safe(value: Any, depth: int = 0) -> Any:
-    """A JSON-serialisable copy: non-finite floats become strings, unknown objects their str()."""
+    """A JSON-serialisable copy: non-finite floats become strings, unknown objects their str(),
+    and integers beyond 64 bits (which no server column holds) floats or "±Infinity"."""
     if depth > 20:
         return str(value)
+    if (
+        isinstance(value, int)
+        and not isinstance(value, bool)
+        and not -MAX_STEP - 1 <= value <= MAX_STEP
+    ):
+        try:
+            return float(value)
+        except OverflowError:
+            return "Infinity" if value > 0 else "-Infinity"
     if value is None or isinstance(value, (bool, int, str)):
         return value
     if isinstance(value, float):

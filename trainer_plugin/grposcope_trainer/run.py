@@ -22,9 +22,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from grposcope_trainer.config import ClientConfig, json_safe, validate_stop_on
+from grposcope_trainer.config import MAX_STEP, ClientConfig, json_safe, validate_stop_on
 from grposcope_trainer.sender import Sender
-from grposcope_trainer.spool import RunSpool
+from grposcope_trainer.spool import DEAD_LETTER, RunSpool, describe_root, keyed_root
 from grposcope_trainer.transport import Transport
 
 logger = logging.getLogger("grposcope_trainer")
@@ -36,10 +36,13 @@ FINISH_STATUSES = ("finished", "failed")
 class CloseReport:
     """What `finish()` achieved, and where anything unsent is."""
 
-    delivered: bool  # the server acknowledged every step and the finish
+    delivered: bool  # the server acknowledged every step (it would take) and the finish
     pending_steps: int  # steps still in the spool
     spool_path: Path | None  # the run's spool directory while anything is pending
     message: str
+    refused_values: int = 0  # values the server refused for good: in the dead-letter file
+    dropped_values: int = 0  # values that could not be sent at all (not numbers, overflow)
+    dead_letter: Path | None = None  # the run's dead-letter file, when anything was refused
 
 
 class Run:
@@ -49,6 +52,7 @@ class Run:
     `GRPOSCOPE_PROJECT`, `GRPOSCOPE_RUN_NAME`, `GRPOSCOPE_SPOOL_DIR`). `run_key` makes the
     run resumable: the same key in the same project continues the same run on the server.
     `stop_on` lists alert kinds whose *critical* alerts set `stop_requested`.
+    Unsent steps wait under `spool_dir`, keyed by the server and the token (`spool.keyed_root`).
     """
 
     def __init__(
@@ -67,6 +71,7 @@ class Run:
         flush_timeout: float = 10.0,
         request_timeout: float = 30.0,
         batch_interval: float = 0.25,
+        persist_interval: float = 0.1,
         max_backoff: float = 30.0,
         replay_orphans: bool = True,
     ) -> None:
@@ -74,12 +79,16 @@ class Run:
             raise ValueError(f"flush_timeout must be >= 0, got {flush_timeout}")
         if batch_interval <= 0:
             raise ValueError(f"batch_interval must be > 0, got {batch_interval}")
+        if persist_interval <= 0:
+            raise ValueError(f"persist_interval must be > 0, got {persist_interval}")
         self.stop_on = validate_stop_on(stop_on)
         cfg = ClientConfig.resolve(url, token, project, name, spool_dir)
         self.run_key = run_key or uuid.uuid4().hex
         self.name = cfg.run_name or f"run-{self.run_key[:8]}"
         self.project = cfg.project
         self.flush_timeout = flush_timeout
+        self._spool_dir = cfg.spool_dir
+        self._url = cfg.url
         payload: dict[str, Any] = {
             "project": cfg.project,
             "name": self.name,
@@ -93,13 +102,20 @@ class Run:
         self.stop_reason: str | None = None
         self._seen: set[tuple[Any, ...]] = set()
         self._report: CloseReport | None = None
+        root = keyed_root(cfg.spool_dir, cfg.url, cfg.token)
+        try:
+            describe_root(root, cfg.url)
+        except OSError:
+            pass  # an unwritable spool: the sender warns when a fragment cannot be written
         self._sender = Sender(
             Transport(cfg.url, cfg.token, timeout=request_timeout),
-            RunSpool(cfg.spool_dir, self.run_key),
+            RunSpool(root, self.run_key),
             payload,
             batch_interval=batch_interval,
+            persist_interval=persist_interval,
             max_backoff=max_backoff,
             replay_orphans=replay_orphans,
+            spool_dir=cfg.spool_dir,
             on_alerts=self._on_alerts,
         )
         self._sender.start()
@@ -107,9 +123,14 @@ class Run:
 
     # -- logging -------------------------------------------------------------------------
     def log(self, step: int, metrics: dict[str, Any], wall_time: float | None = None) -> None:
-        """Queue `metrics` (numbers; other values are dropped) for `step`. Never blocks."""
-        if isinstance(step, bool) or not isinstance(step, int) or step < 0:
-            raise ValueError(f"step must be a non-negative int, got {step!r}")
+        """Queue `metrics` (numbers; other values are dropped) for `step`. Never blocks.
+
+        Each value is checked off the training thread: one that cannot be sent (not a number,
+        too large for a float, a name the server cannot store) is dropped with one warning
+        naming its key, and the rest of the step goes on.
+        """
+        if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step <= MAX_STEP:
+            raise ValueError(f"step must be an int from 0 to 2**63-1, got {step!r}")
         if self._report is not None:
             return
         self._sender.enqueue(step, dict(metrics), time.time() if wall_time is None else wall_time)
@@ -139,7 +160,7 @@ class Run:
         wait = self.flush_timeout if timeout is None else timeout
         delivered = self._sender.close(status, wait)
         self._report = self._make_report(delivered)
-        if not delivered:
+        if not delivered or self._report.refused_values or self._report.dropped_values:
             logger.warning("%s", self._report.message)
         return self._report
 
@@ -161,22 +182,38 @@ class Run:
         self.finish("failed", timeout=min(self.flush_timeout, 5.0))
 
     def _make_report(self, delivered: bool) -> CloseReport:
-        spool = self._sender.spool
+        sender = self._sender
+        spool = sender.spool
         pending = spool.pending_steps()
+        notes = []
+        if sender.dropped:
+            notes.append(f"{sender.dropped} step(s) were dropped: memory queue full")
+        if sender.dropped_values:
+            notes.append(f"{sender.dropped_values} value(s) could not be sent (see the warnings)")
+        dead_letter = None
+        if sender.refused_values:
+            dead_letter = spool.path / DEAD_LETTER
+            notes.append(
+                f"{sender.refused_values} value(s) were refused by the server for good and are "
+                f"kept in {dead_letter}"
+            )
+        note = f" ({'; '.join(notes)})" if notes else ""
+        counts = dict(
+            refused_values=sender.refused_values,
+            dropped_values=sender.dropped_values,
+            dead_letter=dead_letter,
+        )
         if delivered:
-            return CloseReport(True, 0, None, f"grposcope: run {self.name!r}: all data delivered")
-        if self._sender.dropped:
-            pending_note = f" ({self._sender.dropped} steps were dropped: memory queue full)"
-        else:
-            pending_note = ""
+            message = f"grposcope: run {self.name!r}: all data delivered{note}"
+            return CloseReport(True, 0, None, message, **counts)
         message = (
             f"grposcope: run {self.name!r}: {pending} step(s) not yet acknowledged by the server"
-            f"{pending_note}. They are kept in {spool.path} and will be resent, in order and "
-            f"without duplicates, by the next process that uses the spool directory "
-            f"{spool.root} (GRPOSCOPE_SPOOL_DIR), e.g. `python -m grposcope_trainer replay "
-            f"--spool-dir {spool.root}`."
+            f"{note}. They are kept in {spool.path} and will be resent, in order and without "
+            f"duplicates, by the next process that uses the spool directory {self._spool_dir} "
+            f"with the same server and token, e.g. `python -m grposcope_trainer replay "
+            f"--spool-dir {self._spool_dir} --url {self._url}` (GRPOSCOPE_TOKEN set)."
         )
-        return CloseReport(False, pending, spool.path, message)
+        return CloseReport(False, pending, spool.path, message, **counts)
 
     def _on_alerts(self, alerts: list[dict[str, Any]]) -> None:
         """Called on the sender thread with the run's open alerts after each ingest."""

@@ -1,35 +1,57 @@
-"""The background sender: one daemon thread that moves logged steps from memory to the server.
+"""The background sender: two daemon threads that move logged steps from memory to the server.
 
-Path of a step: `enqueue` (training thread, a deque append) → every `batch_interval` (or as
-soon as `max_batch_steps` are waiting) the thread writes the waiting steps to a spool
-fragment (write-ahead, see `spool`) → sends pending fragments oldest first, gzip-compressed →
-deletes each one the server acknowledges. When the server is unreachable the fragments simply
-stay on disk and are retried with capped exponential backoff and jitter; the training thread
-never waits for any of it and never sees an exception from it.
+Path of a step: `enqueue` (training thread, a deque append) → the *flusher* thread writes the
+waiting steps to a spool fragment every `persist_interval` (~100 ms; write-ahead, see
+`spool`), whatever the network is doing → the *sender* thread sends pending fragments oldest
+first, gzip-compressed, every `batch_interval` → deletes each one the server acknowledges.
 
-Once the server answers, runs left in the spool directory by dead processes are replayed too
-(`spool.orphan_runs`).
+- Unreachable, 503, 429, timeouts: the fragments stay on disk and are retried with capped
+  exponential backoff and jitter.
+- Refused for good (a 4xx, or a 500 that comes back `ERROR_STRIKES` times): the batch is
+  halved (`triage`) until the refused values are isolated; the rest is delivered, the refused
+  ones go to the run's dead-letter file with a warning carrying the server's message, and the
+  next steps go on.
+- A value that cannot be sent at all (not a number, too large for a float, a name the server
+  cannot store) is dropped on the flusher with one warning naming its key.
+
+The training thread never waits for any of it and never sees an exception from it; neither
+thread ever stops on an exception. Once the server answers, runs left under the same spool
+root (same server, same token) by dead processes are replayed too (`spool.orphan_runs`).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import random
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from grposcope_trainer.config import clean_metrics
-from grposcope_trainer.spool import RunSpool, SpoolFormatError, Step, merge_steps, orphan_runs
+from grposcope_trainer import triage
+from grposcope_trainer.config import clean_metrics, normalise_url
+from grposcope_trainer.spool import (
+    DEAD_LETTER,
+    RunSpool,
+    SpoolFormatError,
+    Step,
+    legacy_runs,
+    merge_steps,
+    orphan_runs,
+    root_url,
+)
 from grposcope_trainer.transport import Outcome, Reply, Transport
 
 logger = logging.getLogger("grposcope_trainer")
 
 AlertHandler = Callable[[list[dict[str, Any]]], None]
 GROUPS_PER_ROUND = 8  # ingest requests per round of the sender loop
+ERROR_STRIKES = 3  # a batch answered HTTP 500 this many times in a row is triaged
+MAX_REFUSAL_WARNINGS = 20  # dead-letter warnings per process; the file keeps counting
 
 
 @dataclass
@@ -43,6 +65,8 @@ class _RunState:
     skipped: set[str] = field(default_factory=set)  # fragments of a newer format
     gone: int = 0  # times the server said 404 for this run
     refused: bool = False  # the server will not take this run (an orphan is then left alone)
+    strikes: dict[str, int] = field(default_factory=dict)  # HTTP 500s per head fragment
+    create_errors: int = 0  # HTTP 500s in a row answering the create
 
 
 class Sender:
@@ -55,27 +79,34 @@ class Sender:
         run_payload: dict[str, Any],
         *,
         batch_interval: float = 0.25,
+        persist_interval: float = 0.1,
         max_batch_steps: int = 256,
         max_batch_values: int = 20_000,
         max_queue: int = 100_000,
         max_backoff: float = 30.0,
         replay_orphans: bool = True,
+        spool_dir: Path | None = None,
         on_alerts: AlertHandler | None = None,
     ) -> None:
         self._transport = transport
         self._own = _RunState(spool, run_payload)
         self._interval = batch_interval
+        self._persist_interval = min(persist_interval, batch_interval)
         self._max_steps = max_batch_steps
         self._max_values = max_batch_values
         self._max_queue = max_queue
         self._max_backoff = max_backoff
         self._replay_orphans = replay_orphans
+        self._spool_dir = spool_dir  # the unkeyed top directory, to notice legacy spools
         self._on_alerts = on_alerts
-        self._queue: deque[tuple[int, float, dict[str, Any]]] = deque()
+        self._queue: deque[tuple[int, Any, dict[str, Any]]] = deque()
         self._persist_lock = threading.Lock()
         self._wake = threading.Event()
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._main, name="grposcope-sender", daemon=True)
+        self._flusher = threading.Thread(
+            target=self._flush_main, name="grposcope-flusher", daemon=True
+        )
         self._close_status: str | None = None
         self._deadline = float("inf")
         self._next_attempt = 0.0
@@ -83,16 +114,21 @@ class Sender:
         self._reachable: bool | None = None
         self._auth_failed = False
         self._finished = False  # the server acknowledged our finish
+        self._set_up = False
         self._orphans: list[_RunState] | None = None
         self._warned: set[str] = set()
+        self._refusal_warnings = 0
         self.dropped = 0  # steps refused because the memory queue was full
-        self.delivered = 0  # steps acknowledged by the server
+        self.dropped_values = 0  # values that could not be sent at all (see clean_metrics)
+        self.refused_values = 0  # values of our run the server refused for good (dead letters)
+        self.delivered = 0  # values acknowledged by the server
 
     # -- training thread -----------------------------------------------------------------
     def start(self) -> None:
         self._thread.start()
+        self._flusher.start()
 
-    def enqueue(self, step: int, metrics: dict[str, Any], wall_time: float) -> None:
+    def enqueue(self, step: int, metrics: dict[str, Any], wall_time: Any) -> None:
         """Queue a step's metrics (a private copy). Microseconds; never blocks or raises."""
         if len(self._queue) >= self._max_queue:
             self.dropped += 1
@@ -125,15 +161,35 @@ class Sender:
     def run_id(self) -> int | None:
         return self._own.run_id
 
+    # -- flusher thread ------------------------------------------------------------------
+    def _flush_main(self) -> None:
+        """Write queued steps to the spool every `persist_interval`, until the sender ends.
+
+        Its own thread, so a request hanging on the sender thread never keeps steps in
+        memory: a process killed at any moment loses at most the last interval or two.
+        """
+        while not self._done.wait(self._persist_interval):
+            try:
+                self._persist_queue()
+            except Exception:  # nothing may stop this thread; the next round tries again
+                self._log_bug("flusher")
+
     # -- sender thread -------------------------------------------------------------------
     def _main(self) -> None:
         try:
-            self._setup()
-            while not self._tick():
+            while True:
+                try:
+                    if not self._set_up:
+                        self._setup()
+                    if self._tick():
+                        break
+                except Exception:  # a bug here must not stop delivery; the spool keeps the data
+                    self._log_bug("sender")
+                    self._back_off()
+                    if self._close_status is not None and time.monotonic() >= self._deadline:
+                        break
                 self._wake.wait(self._interval)
                 self._wake.clear()
-        except Exception:  # a bug here must not kill training; the spool keeps the data
-            logger.exception("grposcope: the sender thread stopped; unsent data stays in the spool")
         finally:
             try:
                 self._persist_queue()
@@ -144,6 +200,7 @@ class Sender:
             self._done.set()
 
     def _setup(self) -> None:
+        self._set_up = True
         spool = self._own.spool
         if not spool.try_lock():
             self._warn_once(
@@ -155,6 +212,13 @@ class Sender:
             spool.write_run(self._own.payload)
         except OSError:
             pass  # the spool warns on the first fragment it cannot write
+        logger.info(
+            "grposcope: streaming run %r (project %r) to %s; unsent steps wait in %s",
+            self._own.payload.get("name"),
+            self._own.payload.get("project"),
+            self._transport.url,
+            spool.path,
+        )
 
     def _tick(self) -> bool:
         """One round of work; True when the thread should exit (closing and done or out of time)."""
@@ -179,20 +243,30 @@ class Sender:
         return False
 
     def _persist_queue(self) -> None:
-        """Move queued steps into spool fragments (write-ahead, before any send)."""
+        """Move queued steps into spool fragments (write-ahead, before any send).
+
+        Each value is checked here, off the training thread: one that cannot be sent is
+        dropped with a warning naming its key, and the rest of its step goes on.
+        """
         with self._persist_lock:
             items = []
             while self._queue:
                 items.append(self._queue.popleft())
             if not items:
                 return
-            merged = merge_steps(
-                {"step": step, "wall_time": wall_time, "metrics": clean_metrics(logs)}
-                for step, wall_time, logs in items
-            )
+            records = []
+            for step, wall_time, logs in items:
+                try:
+                    metrics = clean_metrics(logs, lambda key, why, s=step: self._drop(s, key, why))
+                except Exception as exc:  # a mapping whose items() fails, say
+                    self._drop(step, "*", f"the logged object could not be read ({exc!r})")
+                    continue
+                records.append(
+                    {"step": step, "wall_time": _wall_time(wall_time), "metrics": metrics}
+                )
             batch: list[dict[str, Any]] = []
             n_values = 0
-            for entry in merged:
+            for entry in merge_steps(records):
                 if not entry["metrics"]:  # the API refuses a step without values
                     continue
                 if batch and (len(batch) >= self._max_steps or n_values >= self._max_values):
@@ -202,6 +276,17 @@ class Sender:
                 n_values += len(entry["metrics"])
             if batch:
                 self._own.spool.append(batch)
+
+    def _drop(self, step: int, key: str, why: str) -> None:
+        self.dropped_values += 1
+        self._warn_once(
+            f"drop-{key}",
+            "grposcope: dropped %r at step %s: %s; the rest of the step is sent (later drops "
+            "of this key are not reported)",
+            key,
+            step,
+            why,
+        )
 
     def _deliver(self, state: _RunState, own: bool) -> bool:
         """Send a run's pending fragments in order, then its finish; True when nothing is left.
@@ -247,31 +332,129 @@ class Sender:
         steps = merge_steps(s for _, frag in group for s in frag)
         reply = self._transport.ingest(state.run_id, steps)
         if reply.outcome is Outcome.OK:
-            for name, _ in group:
-                state.spool.ack(name)
-            self.delivered += len(steps)
-            self._mark_reachable()
-            if own and self._on_alerts and isinstance(reply.body, dict):
-                self._on_alerts(list(reply.body.get("open_alerts") or []))
+            self._acknowledged(state, group, steps, reply, own)
+            state.strikes.clear()
             return True
-        if reply.outcome is Outcome.GONE and state.gone < 3:
-            state.gone += 1
-            state.run_id = None  # deleted on the server: create it again next round
-            return False
-        if reply.outcome in (Outcome.REJECT, Outcome.GONE):
-            if len(group) > 1:  # find the culprit: resend one fragment at a time
-                return all(self._send_group(state, [item], own) for item in group)
-            where = state.spool.reject(group[0][0])
-            self._warn_once(
-                f"reject-{reply.status}",
-                "grposcope: the server refused a batch (HTTP %s: %s); it was moved to %s",
-                reply.status,
-                reply.detail,
-                where,
-            )
-            return True
+        if reply.outcome is Outcome.GONE:
+            if state.gone < 3:
+                state.gone += 1
+                state.run_id = None  # deleted on the server: create it again next round
+                return False
+            # created again and again, gone again: this run cannot take data here
+            return self._settle(state, group, triage.Triage(refused=[(steps, reply)]), own)
+        if reply.outcome is Outcome.ERROR:
+            head = group[0][0]
+            state.strikes[head] = state.strikes.get(head, 0) + 1
+            if state.strikes[head] < ERROR_STRIKES:
+                self._failed(reply, state)  # perhaps passing: back off and try again
+                return False
+        if reply.outcome in triage.REFUSALS:
+            return self._triage(state, group, steps, reply, own)
         self._failed(reply, state)
         return False
+
+    def _acknowledged(
+        self,
+        state: _RunState,
+        group: list[tuple[str, list[Step]]],
+        steps: list[Step],
+        reply: Reply,
+        own: bool,
+    ) -> None:
+        for name, _ in group:
+            state.spool.ack(name)
+        self.delivered += triage.count_values(steps)
+        self._mark_reachable()
+        if own and self._on_alerts and isinstance(reply.body, dict):
+            self._on_alerts(list(reply.body.get("open_alerts") or []))
+
+    def _triage(
+        self,
+        state: _RunState,
+        group: list[tuple[str, list[Step]]],
+        steps: list[Step],
+        refusal: Reply,
+        own: bool,
+    ) -> bool:
+        """The server refused the batch: isolate what it refuses, deliver the rest, dead-letter
+        the refused values, acknowledge the fragments. False when delivery must pause."""
+        run_id = state.run_id
+        assert run_id is not None
+        result = triage.triage(steps, refusal, lambda piece: self._transport.ingest(run_id, piece))
+        self.delivered += result.delivered_values
+        if result.interrupted is None and refusal.outcome is Outcome.ERROR and not result.any_ok:
+            # One value, refused with HTTP 500 again and again: if the server says it is
+            # healthy, this value is the problem; otherwise wait for the server.
+            if triage.count_values(steps) > 1 or not self._transport.healthy():
+                result.interrupted = refusal
+        if result.interrupted is not None:
+            state.strikes.clear()  # start counting again after the pause
+            if result.interrupted.outcome is Outcome.ERROR:
+                self._warn_once(
+                    "error-all",
+                    "grposcope: the server answers every part of a batch with HTTP %s (%s); "
+                    "keeping it in the spool and retrying",
+                    result.interrupted.status,
+                    result.interrupted.detail,
+                )
+            if result.interrupted.outcome is Outcome.GONE:
+                state.run_id = None
+                return False
+            self._failed(result.interrupted, state)
+            return False
+        return self._settle(state, group, result, own)
+
+    def _settle(
+        self, state: _RunState, group: list[tuple[str, list[Step]]], result: triage.Triage,
+        own: bool,
+    ) -> bool:  # fmt: skip
+        """Dead-letter what the server refused, then acknowledge the group's fragments.
+
+        Nothing refused is possible too: a batch refused whole (413, too large) whose halves
+        all went through.
+        """
+        if result.refused:
+            where = state.spool.path / DEAD_LETTER
+            try:
+                where = state.spool.dead_letter(
+                    triage.dead_letter_records(
+                        result, run_id=state.run_id, server=self._transport.url, at=time.time()
+                    )
+                )
+            except OSError as exc:
+                logger.warning(
+                    "grposcope: cannot write the dead-letter file %s (%s); the refused values "
+                    "are not kept",
+                    where,
+                    exc,
+                )
+            if own:
+                self.refused_values += result.refused_values
+            self._warn_refusal(state, result, where)
+        for name, _ in group:
+            state.spool.ack(name)
+        state.strikes.clear()
+        self._mark_reachable()
+        return True
+
+    def _warn_refusal(self, state: _RunState, result: triage.Triage, where: Path) -> None:
+        self._refusal_warnings += 1
+        if self._refusal_warnings > MAX_REFUSAL_WARNINGS:
+            return
+        reply = result.refused[0][1]
+        logger.warning(
+            "grposcope: the server refused %d value(s) of run %r for good (HTTP %s: %s): %s. "
+            "They are kept in %s and not resent; the rest of the batch was delivered%s",
+            result.refused_values,
+            state.payload.get("name"),
+            reply.status,
+            reply.detail,
+            triage.describe(result),
+            where,
+            ""
+            if self._refusal_warnings < MAX_REFUSAL_WARNINGS
+            else " (further refusals are only written to the dead-letter file)",
+        )
 
     def _create(self, state: _RunState) -> bool:
         reply = self._transport.create_run(state.payload)
@@ -279,6 +462,10 @@ class Sender:
             state.run_id = int(reply.body["id"])
             self._mark_reachable()
             return True
+        if reply.outcome is Outcome.ERROR and state.payload.get("hyperparameters"):
+            state.create_errors += 1  # a 500 that persists, on a healthy server: the payload
+            if state.create_errors >= ERROR_STRIKES and self._transport.healthy():
+                reply = Reply(Outcome.REJECT, reply.status, reply.body, reply.detail)
         if reply.outcome is Outcome.REJECT and state.payload.get("hyperparameters"):
             # Keep the run even if the server's validation disagrees with a hyperparameter:
             # move them into config (kept verbatim) and try again at once.
@@ -326,24 +513,67 @@ class Sender:
         return False
 
     def _replay_one_orphan(self) -> None:
-        """Replay leftovers of dead processes, a bounded slice per round so ours never waits."""
+        """Replay leftovers of dead processes, a bounded slice per round so ours never waits.
+
+        Only runs under our own spool root are candidates: spooled for this server with this
+        token. Each replay is logged (INFO) with what goes where.
+        """
         if self._orphans is None:
-            self._orphans = []
-            for spool in orphan_runs(self._own.spool.root, exclude=self._own.spool.run_key):
-                payload = spool.read_run()
-                if not isinstance(payload, dict):
-                    spool.unlock()
-                    continue
-                status = spool.finish_status() or "failed"  # no finish.json: the process died
-                self._orphans.append(_RunState(spool, payload, finish_status=status))
-                logger.info(
-                    "grposcope: replaying run %r left in %s", payload.get("name"), spool.root
-                )
+            self._orphans = self._find_orphans()
         if self._orphans and not self._auth_failed and time.monotonic() >= self._next_attempt:
             state = self._orphans[0]
             if self._deliver(state, own=False) or state.refused:
+                if not state.refused:
+                    logger.info(
+                        "grposcope: replayed run %r (project %r) to %s as run %s, %s",
+                        state.payload.get("name"),
+                        state.payload.get("project"),
+                        self._transport.url,
+                        state.run_id,
+                        state.finish_status,
+                    )
                 state.spool.unlock()
                 self._orphans.pop(0)
+
+    def _find_orphans(self) -> list[_RunState]:
+        root = self._own.spool.root
+        if self._spool_dir is not None and legacy_runs(self._spool_dir):
+            self._warn_once(
+                "legacy",
+                "grposcope: %d run(s) in %s were spooled by an older grposcope_trainer, which "
+                "did not record their server; they are not replayed automatically. Send one "
+                "where it belongs with `python -m grposcope_trainer replay --adopt DIR --url "
+                "URL --token TOKEN`",
+                len(legacy_runs(self._spool_dir)),
+                self._spool_dir,
+            )
+        recorded = root_url(root)
+        if recorded is not None and recorded != normalise_url(self._transport.url):
+            self._warn_once(
+                "root-url",
+                "grposcope: %s was written for %s, not %s; not replaying it",
+                root,
+                recorded,
+                self._transport.url,
+            )
+            return []
+        found = []
+        for spool in orphan_runs(root, exclude=self._own.spool.run_key):
+            payload = spool.read_run()
+            if not isinstance(payload, dict):
+                spool.unlock()
+                continue
+            status = spool.finish_status() or "failed"  # no finish.json: the process died
+            found.append(_RunState(spool, payload, finish_status=status))
+            logger.info(
+                "grposcope: replaying run %r (project %r, %d step(s) pending) from %s to %s",
+                payload.get("name"),
+                payload.get("project"),
+                spool.pending_steps(),
+                spool.path,
+                self._transport.url,
+            )
+        return found
 
     def _set_aside(self, state: _RunState, name: str, exc: SpoolFormatError) -> None:
         state.skipped.add(name)
@@ -371,18 +601,17 @@ class Sender:
             self._warn_once(
                 "auth",
                 "grposcope: the server refused the token (HTTP %s: %s). Training continues; "
-                "metrics are kept in the spool %s and will be sent by a later process with a "
-                "writer token (GRPOSCOPE_TOKEN) using the same spool directory",
+                "metrics are kept in the spool %s. A later process with this token replays "
+                "them; to send them with another (writer) token: `python -m grposcope_trainer "
+                "replay --adopt %s --url %s --token TOKEN`",
                 reply.status,
                 reply.detail,
                 self._own.spool.path,
+                self._own.spool.path,
+                self._transport.url,
             )
             return
-        self._failures += 1
-        base = min(self._max_backoff, 0.5 * 2 ** min(self._failures - 1, 20))
-        if self._close_status is not None:
-            base = min(base, 1.0)  # closing: keep trying within the bounded wait
-        self._next_attempt = time.monotonic() + base * random.uniform(0.5, 1.0)
+        self._back_off()
         if self._reachable is not False:
             self._reachable = False
             logger.warning(
@@ -406,3 +635,30 @@ class Sender:
         if key not in self._warned:
             self._warned.add(key)
             logger.warning(message, *args)
+
+    def _log_bug(self, thread: str) -> None:
+        """A bug (never a network problem: those are outcomes) — traceback once per thread."""
+        if f"bug-{thread}" not in self._warned:
+            self._warned.add(f"bug-{thread}")
+            logger.exception(
+                "grposcope: unexpected error on the %s thread; it carries on, and unsent data "
+                "stays in the spool %s",
+                thread,
+                self._own.spool.path,
+            )
+
+    def _back_off(self) -> None:
+        self._failures += 1
+        base = min(self._max_backoff, 0.5 * 2 ** min(self._failures - 1, 20))
+        if self._close_status is not None:
+            base = min(base, 1.0)  # closing: keep trying within the bounded wait
+        self._next_attempt = time.monotonic() + base * random.uniform(0.5, 1.0)
+
+
+def _wall_time(value: Any) -> float | None:
+    """A finite Unix time, or None (the server then uses its own clock)."""
+    try:
+        number = float(value)
+    except Exception:  # noqa: BLE001 - anything a caller passed; never raise here
+        return None
+    return number if math.isfinite(number) else None

@@ -1,23 +1,32 @@
 """Append-only disk spool: where metric batches wait until the server has acknowledged them.
 
-Contract (format version 1). One directory per run, named by its run key::
+Contract (format version 1). Spools are keyed by the server and by the token that wrote them,
+so a run is only ever replayed to the server it was logged for, as the identity it was logged
+as::
 
-    <spool_dir>/<run_key>/run.json           create-or-resume payload of POST /runs (project,
+    <spool_dir>/<host>_<port>-<url hash>/    one directory per server (`normalise_url`)
+        server.json                          {"url": the normalised server URL}
+        <token hash>/ (or anonymous/)        one per token: a salted SHA-256 prefix, never the
+                                             token itself; this is a `RunSpool` root
+            <run_key>/run.json               create-or-resume payload of POST /runs (project,
                                              name, run_key, config, hyperparameters)
-    <spool_dir>/<run_key>/<ns>-<pid>-<seq>.jsonl
-                                             a fragment: line 1 is the header
+            <run_key>/<ns>-<pid>-<seq>.jsonl a fragment: line 1 is the header
                                              {"grposcope_spool": 1, "run_key": ..., "n_steps": N},
                                              then one line per step
                                              {"step": int, "wall_time": float, "metrics": {...}}
-    <spool_dir>/<run_key>/finish.json        {"status": "finished"|"failed"} once the run ended
-    <spool_dir>/<run_key>/.lock              flock(2)-ed by the live process that owns the run
-    <spool_dir>/<run_key>/rejected/          fragments the server refused as invalid (HTTP 4xx
-                                             other than auth): kept for inspection, never resent
+            <run_key>/finish.json            {"status": "finished"|"failed"} once the run ended
+            <run_key>/.lock                  flock(2)-ed by the live process that owns the run
+            <run_key>/dead-letter.jsonl      values the server refused for good (a 4xx, or a
+                                             500 repeated while other values went through), one
+                                             JSON line per step: the step's refused metrics,
+                                             "http_status" and the server's "detail"; never resent
+            <run_key>/rejected/              fragments that could not be read back (corrupt)
 
 Rules:
 
-- **Write-ahead.** Every batch is written here *before* it is sent, so a process killed at any
-  point loses at most the last ~250 ms still in memory.
+- **Write-ahead.** A flusher thread writes logged steps here every ~100 ms, whatever the
+  sender is doing (a request may hang for 30 s), so a process killed at any point loses at
+  most the last ~250 ms of steps.
 - **Immutable and atomic.** A fragment is written to a hidden ``.*.tmp`` name, fsynced, then
   ``os.replace``-d into place: a reader never sees half a fragment. Stray ``.tmp`` files (a
   crash mid-write) are ignored by readers and removed by the next owner of the directory.
@@ -25,10 +34,12 @@ Rules:
   write order, across processes too.
 - **Deleted only after acknowledgement** (HTTP 2xx). A replay after an unseen acknowledgement is
   harmless: ingest is idempotent per (run, key, step).
-- **Orphans.** A run directory whose ``.lock`` nobody holds belongs to a dead process; any later
-  process using the same spool directory replays it (create-or-resume with run.json, ingest the
-  fragments in order, then finish with finish.json's status, or ``failed`` when the process
-  died before training ended) and removes it.
+- **Orphans.** A run directory whose ``.lock`` nobody holds belongs to a dead process; a later
+  process with the *same server and token* (hence the same root) replays it (create-or-resume
+  with run.json, ingest the fragments in order, then finish with finish.json's status, or
+  ``failed`` when the process died before training ended) and removes it. Run directories
+  directly under ``<spool_dir>`` (written by clients before the spool was keyed) name no server
+  and are never replayed automatically (`legacy_runs`; ``replay --adopt DIR`` sends one).
 - **Unknown versions** are left untouched for a newer client.
 - If the disk refuses a write, the fragment stays in memory instead (and is lost if the
   process dies); one warning says so.
@@ -36,15 +47,19 @@ Rules:
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import logging
 import os
+import re
 import shutil
 import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
+from grposcope_trainer.config import normalise_url
 
 try:  # POSIX advisory locks; without them only a run's own directory is ever replayed
     import fcntl
@@ -54,7 +69,9 @@ except ImportError:  # pragma: no cover - Windows
 logger = logging.getLogger("grposcope_trainer")
 
 SPOOL_VERSION = 1
+DEAD_LETTER = "dead-letter.jsonl"
 _SEQ = itertools.count()
+_IDENTITY_SALT = b"grposcope-spool-identity\0"
 
 Step = dict[str, Any]
 
@@ -141,7 +158,7 @@ class RunSpool:
         """Names of the pending fragments, oldest first."""
         names = set(self._memory)
         if self.path.is_dir():
-            names.update(p.name for p in self.path.glob("*.jsonl") if not p.name.startswith("."))
+            names.update(p.name for p in self.path.glob("[0-9]*.jsonl"))  # not the dead letters
         return sorted(names)
 
     def read(self, name: str) -> list[Step]:
@@ -165,6 +182,21 @@ class RunSpool:
             os.replace(self.path / name, target / name)
         return target / name
 
+    def dead_letter(self, records: list[dict[str, Any]]) -> Path:
+        """Append records the server refused for good to ``dead-letter.jsonl``; its path.
+
+        Appended and fsynced line by line rather than replaced atomically: it only grows, and
+        a line torn by a crash costs that line alone.
+        """
+        path = self.path / DEAD_LETTER
+        self.path.mkdir(parents=True, exist_ok=True)
+        text = "".join(json.dumps(r, allow_nan=False) + "\n" for r in records)
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        return path
+
     def pending_steps(self) -> int:
         """Steps waiting in fragments (from the headers; unreadable fragments count as 0)."""
         total = 0
@@ -180,7 +212,8 @@ class RunSpool:
         return total
 
     def remove(self) -> None:
-        """Delete the run's directory once everything in it was delivered (keeps rejected/)."""
+        """Delete the run's directory once everything in it was delivered (keeps the dead
+        letters and rejected/)."""
         if self.fragments():
             return
         for name in ("run.json", "finish.json", ".lock"):
@@ -209,6 +242,47 @@ def read_fragment(path: Path) -> list[Step]:
             return [json.loads(line) for line in fh if line.strip()]
     except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise SpoolFormatError(f"{path}: unreadable fragment ({exc})") from exc
+
+
+def keyed_root(spool_dir: Path, url: str, token: str | None) -> Path:
+    """The spool root for one server and one token (see the module docstring).
+
+    The token appears only as a salted SHA-256 prefix: the directory name tells tokens apart
+    without being usable as one, or matching the hash the server stores.
+    """
+    server = normalise_url(url)
+    host = re.sub(r"[^A-Za-z0-9.-]+", "_", server.split("://", 1)[1].split("/", 1)[0])[:48]
+    url_hash = hashlib.sha256(server.encode("utf-8")).hexdigest()[:12]
+    if token:
+        identity = hashlib.sha256(_IDENTITY_SALT + token.encode("utf-8")).hexdigest()[:20]
+    else:
+        identity = "anonymous"
+    return Path(spool_dir) / f"{host}-{url_hash}" / identity
+
+
+def describe_root(root: Path, url: str) -> None:
+    """Write ``server.json`` beside the identity directories, for people and for `root_url`."""
+    path = Path(root).parent / "server.json"
+    if path.is_file():
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".server.json.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"url": normalise_url(url)}), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def root_url(root: Path) -> str | None:
+    """The normalised server URL a keyed root was written for (None when unrecorded)."""
+    data = _read_json(Path(root).parent / "server.json")
+    url = data.get("url") if isinstance(data, dict) else None
+    return url if isinstance(url, str) else None
+
+
+def legacy_runs(spool_dir: Path) -> list[Path]:
+    """Run directories of the unkeyed layout (``<spool_dir>/<run_key>/run.json``)."""
+    if not Path(spool_dir).is_dir():
+        return []
+    return sorted(p for p in Path(spool_dir).iterdir() if (p / "run.json").is_file())
 
 
 def orphan_runs(root: Path, exclude: str | None = None) -> list[RunSpool]:

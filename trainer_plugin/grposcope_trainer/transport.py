@@ -17,7 +17,8 @@ import httpx
 
 class Outcome(enum.Enum):
     OK = "ok"  # 2xx: acknowledged
-    RETRY = "retry"  # unreachable, timeout, 408/425/429, 5xx: try again later
+    RETRY = "retry"  # unreachable, timeout, 408/425/429, 502/503/504 and the like: try later
+    ERROR = "error"  # 500/501/505: a server fault; maybe this payload, maybe not (see sender)
     AUTH = "auth"  # 401/403: this token cannot write here; retrying will not help
     GONE = "gone"  # 404: the run vanished on the server; create it again
     REJECT = "reject"  # other 4xx: this payload will never be accepted
@@ -38,6 +39,8 @@ def classify(status: int) -> Outcome:
         return Outcome.AUTH
     if status == 404:
         return Outcome.GONE
+    if status in (500, 501, 505):
+        return Outcome.ERROR
     if status in (408, 425, 429) or status >= 500:
         return Outcome.RETRY
     return Outcome.REJECT
@@ -72,11 +75,21 @@ class Transport:
     def finish(self, run_id: int, status: str) -> Reply:
         return self._post(f"/runs/{run_id}/finish", {"status": status})
 
+    def healthy(self) -> bool:
+        """Whether the server says it is up (GET /health: 200). Never raises."""
+        try:
+            return self._client.get("/health").status_code == 200
+        except httpx.HTTPError:
+            return False
+
     def close(self) -> None:
         self._client.close()
 
     def _post(self, path: str, payload: dict[str, Any], compress: bool = False) -> Reply:
-        data = json.dumps(payload, allow_nan=False).encode("utf-8")
+        try:
+            data = json.dumps(payload, allow_nan=False).encode("utf-8")
+        except (TypeError, ValueError) as exc:  # the sender cleans payloads; never raise here
+            return Reply(Outcome.REJECT, None, None, f"cannot encode the request ({exc})")
         headers = {"Content-Type": "application/json"}
         if compress and len(data) > 1024:
             data = gzip.compress(data, compresslevel=5)
