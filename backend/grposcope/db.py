@@ -6,11 +6,13 @@ writes); Postgres is the team deployment. One Alembic history serves both.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import random
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import (
     DateTime,
@@ -23,6 +25,7 @@ from sqlalchemy import (
     select,
 )
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
 
 # Constraint names must match between SQLite and Postgres, and between models and migrations.
@@ -76,6 +79,39 @@ def session_scope(factory: sessionmaker[Session]) -> Iterator[Session]:
         raise
     finally:
         session.close()
+
+
+T = TypeVar("T")
+# Postgres aborts one of two transactions that deadlock (40P01) or fail serializing (40001);
+# the work is sound and succeeds when run again, so the server retries it rather than
+# passing a misleading "database unavailable" to the client.
+RETRYABLE_SQLSTATES = frozenset({"40001", "40P01"})
+TRANSACTION_ATTEMPTS = 6
+
+
+def sqlstate(exc: DBAPIError) -> str | None:
+    return getattr(exc.orig, "sqlstate", None)
+
+
+def is_retryable(exc: DBAPIError) -> bool:
+    return sqlstate(exc) in RETRYABLE_SQLSTATES
+
+
+def run_transaction(
+    factory: sessionmaker[Session], work: Callable[[Session], T], *,
+    attempts: int = TRANSACTION_ATTEMPTS,
+) -> T:  # fmt: skip
+    """Run ``work`` in one transaction, again from the start after a deadlock or
+    serialization failure (jittered backoff, a few ms growing to ~0.2 s)."""
+    for attempt in range(attempts):
+        try:
+            with session_scope(factory) as session:
+                return work(session)
+        except DBAPIError as exc:
+            if not is_retryable(exc) or attempt == attempts - 1:
+                raise
+            time.sleep(random.uniform(0.5, 1.0) * min(0.2, 0.005 * 2**attempt))
+    raise AssertionError("unreachable")
 
 
 def dialect_insert(session: Session) -> Any:
