@@ -13,6 +13,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError, OperationalError
+from starlette.routing import Match, Mount
 
 from grposcope import __version__
 from grposcope.accounts.endpoints import router as accounts_router
@@ -70,17 +71,19 @@ def create_app(settings: Settings | None = None, *, migrate_on_start: bool = Tru
 
 
 def unknown_api_route(request: Request, path: str) -> None:
-    """Answer API paths no route serves: 405 with Allow if the path exists for other methods."""
-    allowed: set[str] = set()
-    for route in request.app.routes:
-        methods = getattr(route, "methods", None)
-        if route.endpoint is unknown_api_route or not methods:
-            continue
-        if route.path_regex.match(request.url.path):
-            allowed |= methods
+    """Answer API paths no route serves: 405 naming the allowed methods if the path exists."""
+    allowed = []
+    for method in ("GET", "POST", "PUT", "PATCH", "DELETE"):
+        scope = {**request.scope, "method": method}
+        for route in request.app.router.routes:
+            if isinstance(route, Mount) or getattr(route, "endpoint", None) is unknown_api_route:
+                continue  # the dashboard's mount at / matches every path
+            if route.matches(scope)[0] == Match.FULL:
+                allowed.append(method)
+                break
     if allowed:
         raise MethodNotAllowed(
-            f"{request.method} is not allowed here; allowed: {', '.join(sorted(allowed))}"
+            f"{request.method} is not allowed here; allowed: {', '.join(allowed)}"
         )
     raise RouteNotFound(f"no API route {request.url.path}")
 
