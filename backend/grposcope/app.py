@@ -17,7 +17,7 @@ from starlette.routing import Match, Mount
 
 from grposcope import __version__
 from grposcope.accounts.endpoints import router as accounts_router
-from grposcope.api import dberrors
+from grposcope.api import accesslog, dberrors
 from grposcope.api.guard import BodyGuard
 from grposcope.config import Settings
 from grposcope.db import make_engine, make_session_factory, migrate
@@ -53,6 +53,7 @@ def create_app(settings: Settings | None = None, *, migrate_on_start: bool = Tru
         lifespan=lifespan,
     )
     app.state.settings = settings
+    accesslog.install()
     app.state.engine = make_engine(settings.database_url)
     app.state.session_factory = make_session_factory(app.state.engine)
     _install_error_handlers(app)

@@ -6,6 +6,7 @@ writes); Postgres is the team deployment. One Alembic history serves both.
 
 from __future__ import annotations
 
+import os
 import random
 import time
 from collections.abc import Callable, Iterator
@@ -48,10 +49,29 @@ MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
 def make_engine(url: str, *, pool_size: int = 10) -> Engine:
     """Create the engine; SQLite gets WAL, a busy timeout and foreign keys on every connection."""
     if url.startswith("sqlite"):
+        create_private_sqlite_file(url)
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
     return create_engine(url, pool_size=pool_size, max_overflow=20, pool_pre_ping=True)
+
+
+def create_private_sqlite_file(url: str) -> None:
+    """Create a new SQLite database file readable by its owner only (0600).
+
+    It holds token hashes and webhook signing secrets; SQLite itself would create it with the
+    umask's 0644. Its -wal and -shm files take the database file's mode. An existing file
+    is left as it is (its owner chose its mode).
+    """
+    from sqlalchemy.engine import make_url
+
+    database = make_url(url).database
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return
+    try:
+        os.close(os.open(database, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    except OSError:  # it exists already, or SQLite will say why it cannot open it
+        pass
 
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
@@ -169,4 +189,6 @@ def migrate(url: str) -> None:
     """Bring the schema to the newest revision (``serve`` and ``worker`` call this on start)."""
     from alembic import command
 
+    if url.startswith("sqlite"):
+        create_private_sqlite_file(url)
     command.upgrade(alembic_config(url), "head")

@@ -46,7 +46,9 @@ def test_integers_beyond_int64_in_paths_and_queries_are_422(api, path, params):
 def test_integers_beyond_int64_in_writes_are_422(api):
     run = make_run(api, api.alpha)
     h = api.headers(api.admin)
-    assert ingest(api, api.alpha, run["id"], [{"step": BIG, "metrics": {"r": 1}}]).status_code == 422
+    assert (
+        ingest(api, api.alpha, run["id"], [{"step": BIG, "metrics": {"r": 1}}]).status_code == 422
+    )
     assert ingest(api, api.alpha, BIG, [{"step": 1, "metrics": {"r": 1}}]).status_code == 422
     for field in ("num_generations", "k_ref", "batch_size", "model_params"):
         body = {"project": "p", "name": "x", "hyperparameters": {field: BIG}}

@@ -23,7 +23,12 @@ def test_a_resumed_run_relogging_a_step_keeps_the_first_value_everywhere(api):
     again = ingest(api, api.alpha, run["id"], [{"step": s, "metrics": {"reward": 9.0}}
                                                for s in (4, 5)])  # fmt: skip
     assert again.json() | {"open_alerts": []} == {
-        "run_id": run["id"], "inserted": 0, "duplicates": 2, "last_step": 5, "open_alerts": []}
+        "run_id": run["id"],
+        "inserted": 0,
+        "duplicates": 2,
+        "last_step": 5,
+        "open_alerts": [],
+    }
     stored = series(api, api.alpha, run["id"], "reward")["reward"]
     assert stored["values"][-1] == 0.5
     by_key, listed = _latest(api, run["id"])
