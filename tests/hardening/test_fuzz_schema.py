@@ -8,9 +8,8 @@ Webhook delivery is off (no embedded worker), so fuzzed webhooks are stored, nev
 from __future__ import annotations
 
 import pytest
-
-schemathesis = pytest.importorskip("schemathesis")
-from hypothesis import HealthCheck, settings  # noqa: E402
+import schemathesis
+from hypothesis import HealthCheck, settings
 
 EXAMPLES_PER_OPERATION = 15  # ~27 operations: about a minute on two cores
 
