@@ -13,12 +13,15 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError, OperationalError
+from starlette.routing import Match, Mount
 
 from grposcope import __version__
 from grposcope.accounts.endpoints import router as accounts_router
+from grposcope.api import accesslog, dberrors
+from grposcope.api.guard import BodyGuard
 from grposcope.config import Settings
 from grposcope.db import make_engine, make_session_factory, migrate
-from grposcope.errors import GrposcopeError
+from grposcope.errors import GrposcopeError, MethodNotAllowed, RouteNotFound
 from grposcope.ingest.endpoints import router as ingest_router
 from grposcope.metrics.endpoints import router as metrics_router
 from grposcope.runs.endpoints import router as runs_router
@@ -50,12 +53,40 @@ def create_app(settings: Settings | None = None, *, migrate_on_start: bool = Tru
         lifespan=lifespan,
     )
     app.state.settings = settings
+    accesslog.install()
     app.state.engine = make_engine(settings.database_url)
     app.state.session_factory = make_session_factory(app.state.engine)
     _install_error_handlers(app)
     app.include_router(api_router(), prefix=API_PREFIX)
+    # Last among the API routes and before the dashboard's catch-all mount at /: an unknown
+    # /api/v1 path or method is a JSON 404/405, not a redirect to the login page.
+    every_method = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+    app.add_api_route(API_PREFIX + "/{path:path}", unknown_api_route, methods=every_method,
+                      include_in_schema=False)  # fmt: skip
+    app.add_middleware(
+        BodyGuard, prefix=API_PREFIX, max_body_bytes=lambda: app.state.settings.max_body_bytes,
+        session_factory=app.state.session_factory, db_error=dberrors.response_parts,
+    )  # fmt: skip
     mount_dashboard(app, settings)
     return app
+
+
+def unknown_api_route(request: Request, path: str) -> None:
+    """Answer API paths no route serves: 405 naming the allowed methods if the path exists."""
+    allowed = []
+    for method in ("GET", "POST", "PUT", "PATCH", "DELETE"):
+        scope = {**request.scope, "method": method}
+        for route in request.app.router.routes:
+            if isinstance(route, Mount) or getattr(route, "endpoint", None) is unknown_api_route:
+                continue  # the dashboard's mount at / matches every path
+            if route.matches(scope)[0] == Match.FULL:
+                allowed.append(method)
+                break
+    if allowed:
+        raise MethodNotAllowed(
+            f"{request.method} is not allowed here; allowed: {', '.join(allowed)}"
+        )
+    raise RouteNotFound(f"no API route {request.url.path}")
 
 
 def api_router() -> APIRouter:
@@ -127,13 +158,8 @@ def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(OperationalError)
     @app.exception_handler(DBAPIError)
     async def _database(_: Request, exc: DBAPIError) -> JSONResponse:
-        if isinstance(exc, OperationalError) or exc.connection_invalidated:
-            log.warning("database unavailable: %s", exc.orig)
-            body = {"error": "DatabaseUnavailable", "detail": "the database is unavailable"}
-            return JSONResponse(body, status_code=503)
-        log.exception("database error")
-        body = {"error": "DatabaseError", "detail": str(exc.orig)[:500]}
-        return JSONResponse(body, status_code=500)
+        status, body = dberrors.response_parts(exc)
+        return JSONResponse(body, status_code=status)
 
 
 def create_app_from_env() -> FastAPI:

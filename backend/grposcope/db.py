@@ -6,11 +6,14 @@ writes); Postgres is the team deployment. One Alembic history serves both.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+import random
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import (
     DateTime,
@@ -23,6 +26,7 @@ from sqlalchemy import (
     select,
 )
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
 
 # Constraint names must match between SQLite and Postgres, and between models and migrations.
@@ -45,10 +49,29 @@ MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
 def make_engine(url: str, *, pool_size: int = 10) -> Engine:
     """Create the engine; SQLite gets WAL, a busy timeout and foreign keys on every connection."""
     if url.startswith("sqlite"):
+        create_private_sqlite_file(url)
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
     return create_engine(url, pool_size=pool_size, max_overflow=20, pool_pre_ping=True)
+
+
+def create_private_sqlite_file(url: str) -> None:
+    """Create a new SQLite database file readable by its owner only (0600).
+
+    It holds token hashes and webhook signing secrets; SQLite itself would create it with the
+    umask's 0644. Its -wal and -shm files take the database file's mode. An existing file
+    is left as it is (its owner chose its mode).
+    """
+    from sqlalchemy.engine import make_url
+
+    database = make_url(url).database
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return
+    try:
+        os.close(os.open(database, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    except OSError:  # it exists already, or SQLite will say why it cannot open it
+        pass
 
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
@@ -76,6 +99,39 @@ def session_scope(factory: sessionmaker[Session]) -> Iterator[Session]:
         raise
     finally:
         session.close()
+
+
+T = TypeVar("T")
+# Postgres aborts one of two transactions that deadlock (40P01) or fail serializing (40001);
+# the work is sound and succeeds when run again, so the server retries it rather than
+# passing a misleading "database unavailable" to the client.
+RETRYABLE_SQLSTATES = frozenset({"40001", "40P01"})
+TRANSACTION_ATTEMPTS = 6
+
+
+def sqlstate(exc: DBAPIError) -> str | None:
+    return getattr(exc.orig, "sqlstate", None)
+
+
+def is_retryable(exc: DBAPIError) -> bool:
+    return sqlstate(exc) in RETRYABLE_SQLSTATES
+
+
+def run_transaction(
+    factory: sessionmaker[Session], work: Callable[[Session], T], *,
+    attempts: int = TRANSACTION_ATTEMPTS,
+) -> T:  # fmt: skip
+    """Run ``work`` in one transaction, again from the start after a deadlock or
+    serialization failure (jittered backoff, a few ms growing to ~0.2 s)."""
+    for attempt in range(attempts):
+        try:
+            with session_scope(factory) as session:
+                return work(session)
+        except DBAPIError as exc:
+            if not is_retryable(exc) or attempt == attempts - 1:
+                raise
+            time.sleep(random.uniform(0.5, 1.0) * min(0.2, 0.005 * 2**attempt))
+    raise AssertionError("unreachable")
 
 
 def dialect_insert(session: Session) -> Any:
@@ -133,4 +189,6 @@ def migrate(url: str) -> None:
     """Bring the schema to the newest revision (``serve`` and ``worker`` call this on start)."""
     from alembic import command
 
+    if url.startswith("sqlite"):
+        create_private_sqlite_file(url)
     command.upgrade(alembic_config(url), "head")

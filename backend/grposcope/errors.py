@@ -45,6 +45,14 @@ class NotFound(GrposcopeError):
     status_code = 404
 
 
+class RouteNotFound(NotFound):
+    pass
+
+
+class MethodNotAllowed(GrposcopeError):
+    status_code = 405
+
+
 class RunNotFound(NotFound):
     pass
 
@@ -65,9 +73,25 @@ class PayloadTooLarge(GrposcopeError):
     status_code = 413
 
 
+class UnsupportedMediaType(GrposcopeError):
+    status_code = 415
+
+
 class InvalidInput(GrposcopeError):
     status_code = 422
 
 
 class DatabaseUnavailable(GrposcopeError):
     status_code = 503
+
+
+class WriteConflict(GrposcopeError):
+    """Concurrent writes kept colliding (deadlock or serialization failure) after retries."""
+
+    status_code = 503
+
+
+class DatabaseError(GrposcopeError):
+    """A database error the caller cannot fix; its SQL text stays in the server log."""
+
+    status_code = 500

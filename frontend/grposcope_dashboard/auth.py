@@ -8,7 +8,7 @@ Every later API call is made with that token, so the API enforces the roles, not
 
 from __future__ import annotations
 
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 import flask
 
@@ -49,7 +49,7 @@ def login_with(token: str) -> flask.Response:
     target = _without_token()
     if target.startswith("/login"):
         target = flask.request.args.get("next") or "/"
-    response = flask.redirect(target)
+    response = flask.redirect(local_path(target))  # a path like //evil.example/ too
     response.set_cookie(
         TOKEN_COOKIE,
         token,
@@ -59,6 +59,20 @@ def login_with(token: str) -> flask.Response:
         secure=flask.request.scheme == "https",
     )
     return response
+
+
+def local_path(target: str | None) -> str:
+    """``target`` if it is a path on this server, else ``/``: never an open redirect.
+
+    ``https://evil.example``, ``//evil.example`` and ``/\\evil.example`` (which browsers
+    read as ``//``) all name another host; only a plain absolute path stays here.
+    """
+    if not target or not target.startswith("/") or target.startswith(("//", "/\\")):
+        return "/"
+    parts = urlsplit(target)
+    if parts.scheme or parts.netloc or any(c in target for c in "\\\r\n\t"):
+        return "/"
+    return target
 
 
 def logout() -> flask.Response:

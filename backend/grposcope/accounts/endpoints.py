@@ -10,19 +10,20 @@ from sqlalchemy import func, select
 
 from grposcope.accounts import service
 from grposcope.api.deps import AdminDep, PrincipalDep, SessionDep
+from grposcope.api.types import Int64, Text
 from grposcope.models import Project, Run, Team
 
 router = APIRouter(tags=["accounts"])
 
 
 class TeamCreate(BaseModel):
-    name: str = Field(min_length=1, max_length=200)
+    name: Text = Field(min_length=1, max_length=200)
 
 
 class TokenCreate(BaseModel):
-    team: str = Field(min_length=1, max_length=200)
-    role: str = Field(description="writer | viewer | admin")
-    name: str = Field("", max_length=200, description="A label to recognise the token by.")
+    team: Text = Field(min_length=1, max_length=200)
+    role: Text = Field(description="writer | viewer | admin")
+    name: Text = Field("", max_length=200, description="A label to recognise the token by.")
 
 
 @router.get("/me")
@@ -46,7 +47,7 @@ def create_team(body: TeamCreate, session: SessionDep, _: AdminDep) -> dict[str,
 
 @router.get("/projects")
 def list_projects(
-    session: SessionDep, _: PrincipalDep, team: str | None = None
+    session: SessionDep, _: PrincipalDep, team: Text | None = None
 ) -> list[dict[str, Any]]:
     """Projects with their team and run count."""
     query = (
@@ -78,7 +79,7 @@ def list_tokens(session: SessionDep, _: AdminDep) -> list[dict[str, Any]]:
 
 
 @router.delete("/tokens/{token_id}")
-def revoke_token(token_id: int, session: SessionDep, _: AdminDep) -> dict[str, Any]:
+def revoke_token(token_id: Int64, session: SessionDep, _: AdminDep) -> dict[str, Any]:
     """Revoke a token (admin)."""
     return _token_out(service.revoke_token(session, token_id))
 

@@ -123,11 +123,15 @@ class Deliverer:
         self._client.close()
 
     def serve(self, stop: threading.Event) -> None:
+        from grposcope.worker.outage import OutageLog
+
+        outage = OutageLog(log, "webhook dispatch")
         while not stop.is_set():
             try:
                 self.dispatch()
-            except Exception:  # noqa: BLE001 - keep polling through database hiccups
-                log.exception("webhook dispatch failed")
+                outage.succeeded()
+            except Exception as exc:  # noqa: BLE001 - keep polling through database hiccups
+                outage.failed(exc)
             stop.wait(self.poll_s)
 
     def dispatch(self, wait: bool = False) -> int:

@@ -18,6 +18,7 @@ from grposcope.alerts.schemas import (
     WebhookOut,
 )
 from grposcope.api.deps import AdminDep, PrincipalDep, SessionDep
+from grposcope.api.types import Int64, Text
 
 router = APIRouter(tags=["alerts"])
 
@@ -26,13 +27,13 @@ router = APIRouter(tags=["alerts"])
 def list_alerts(
     session: SessionDep,
     _: PrincipalDep,
-    state: str | None = None,
-    kind: str | None = None,
-    team: str | None = None,
-    project: str | None = None,
-    run_id: int | None = None,
-    limit: int = 50,
-    offset: int = 0,
+    state: Text | None = None,
+    kind: Text | None = None,
+    team: Text | None = None,
+    project: Text | None = None,
+    run_id: Int64 | None = None,
+    limit: Int64 = 50,
+    offset: Int64 = 0,
 ) -> dict[str, Any]:
     """Alerts of every team, most recently updated first."""
     filters = {"state": state, "kind": kind, "team": team, "project": project, "run_id": run_id}
@@ -40,20 +41,20 @@ def list_alerts(
 
 
 @router.post("/alerts/{alert_id}/acknowledge", response_model=AlertOut)
-def acknowledge(alert_id: int, session: SessionDep, principal: PrincipalDep) -> dict[str, Any]:
+def acknowledge(alert_id: Int64, session: SessionDep, principal: PrincipalDep) -> dict[str, Any]:
     """Acknowledge an open alert (writer of the run's team, or admin)."""
     return service.acknowledge(session, principal, alert_id)
 
 
 @router.get("/projects/{project_id}/rules", response_model=RuleList)
-def get_rules(project_id: int, session: SessionDep, _: PrincipalDep) -> dict[str, Any]:
+def get_rules(project_id: Int64, session: SessionDep, _: PrincipalDep) -> dict[str, Any]:
     """Every rule's effective parameters for a project (defaults merged with overrides)."""
     return service.rules_out(session, project_id)
 
 
 @router.put("/projects/{project_id}/rules/{kind}", response_model=RuleOut)
 def put_rule(
-    project_id: int, kind: str, body: RuleIn, session: SessionDep, _: AdminDep
+    project_id: Int64, kind: Text, body: RuleIn, session: SessionDep, _: AdminDep
 ) -> dict[str, Any]:
     """Override a rule's parameters or disable it for a project (admin)."""
     return service.put_rule(session, project_id, kind, body)
@@ -72,7 +73,7 @@ def create_webhook(body: WebhookIn, session: SessionDep, principal: AdminDep) ->
 
 
 @router.delete("/webhooks/{webhook_id}", status_code=204)
-def delete_webhook(webhook_id: int, session: SessionDep, principal: AdminDep) -> Response:
+def delete_webhook(webhook_id: Int64, session: SessionDep, principal: AdminDep) -> Response:
     """Delete a webhook and its delivery log (admin)."""
     service.delete_webhook(session, principal, webhook_id)
     return Response(status_code=204)
@@ -80,7 +81,7 @@ def delete_webhook(webhook_id: int, session: SessionDep, principal: AdminDep) ->
 
 @router.get("/webhooks/{webhook_id}/deliveries", response_model=DeliveryList)
 def deliveries(
-    webhook_id: int, session: SessionDep, principal: AdminDep, limit: int = 100
+    webhook_id: Int64, session: SessionDep, principal: AdminDep, limit: Int64 = 100
 ) -> dict[str, Any]:
     """The delivery log of a webhook, newest first (admin)."""
     return service.deliveries(session, principal, webhook_id, limit)

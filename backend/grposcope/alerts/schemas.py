@@ -7,6 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from grposcope.api.types import Int64, Text
+
 Severity = Literal["info", "warning", "critical"]
 
 
@@ -53,9 +55,9 @@ class RuleList(BaseModel):
 
 
 class WebhookIn(BaseModel):
-    url: str = Field(min_length=1, max_length=2000, description="http(s) URL to POST to.")
-    team: str | None = Field(None, description="Team whose alerts it receives (default: yours).")
-    project: str | int | None = Field(None, description="Only this project's alerts (name/id).")
+    url: Text = Field(min_length=1, max_length=2000, description="http(s) URL to POST to.")
+    team: Text | None = Field(None, description="Team whose alerts it receives (default: yours).")
+    project: Text | Int64 | None = Field(None, description="Only this project's alerts (name/id).")
     format: Literal["json", "slack"] = "json"
     min_severity: Severity = "warning"
 

@@ -14,6 +14,9 @@ from grposcope.config import Settings
 from grposcope.db import session_scope
 
 TOKEN_COOKIE = "grposcope_token"
+# grposcope.api.guard authenticates requests with a body before reading it and leaves the
+# principal here, so the endpoint does not look the token up twice.
+PRINCIPAL_STATE = "grposcope_principal"
 
 
 def get_settings(request: Request) -> Settings:
@@ -39,6 +42,9 @@ def bearer_token(request: Request) -> str | None:
 
 
 def get_principal(request: Request, session: SessionDep) -> Principal:
+    known = request.scope.get("state", {}).get(PRINCIPAL_STATE)
+    if known is not None:
+        return known
     return accounts.authenticate(session, bearer_token(request))
 
 

@@ -38,12 +38,14 @@ class SuppliedMargin:
     (measured before it started: a pilot run's fit, a probe, the bandit's Hessian)."""
 
     K: float
-    margin_exact: float
-    margin_continuum: float
+    margin_exact: float | None  # None: not computable at these settings (``reason`` says why)
+    margin_continuum: float | None
     lag_applies: bool
     stale_share: float
     k_ref_critical_exact: int | None = None  # the shortest unstable K_ref at K
     lr_critical_exact: float | None = None  # the learning rate at the edge
+    computable: bool = True
+    reason: str | None = None
 
 
 @dataclass(frozen=True)

@@ -109,7 +109,9 @@ def _supplied_margin(data: RunData, p: Params) -> Sub | None:
     """The predicted form at the curvature the run brought with it: known before the first
     step, so it holds from the first reward point on (the hysteresis window still applies)."""
     got = data.get(data.reward_key)
-    if data.supplied is None or got is None or got[0].size == 0:
+    if data.supplied is None or data.supplied.margin_exact is None or got is None:
+        return None  # none supplied, or not computable at these settings (the run page says)
+    if got[0].size == 0:
         return None
     s = data.supplied
     steps = np.unique(got[0])

@@ -360,9 +360,17 @@ def _critical_stiffness(h: Hyper, lag: Lag) -> float | None:
     lag_force = eta * h.stale_share * h.k_ref  # may underflow to 0 for a denormal share
     scale = k_hb if lag_force <= 0 else min(k_hb, (1.0 - mu) / lag_force)
     lo = scale * 1e-3
+    if not (math.isfinite(lo) and lo > 0.0):  # lr·K scales beyond what a double can hold
+        raise FloatingPointError(f"the stiffness scale {scale!r} is out of the double range")
     while _rho_at(h, lag, lo) >= 1.0 and lo > scale * 1e-12:
         lo /= 10.0
     return _nearest_edge(h, lag, lo, stable=True)
+
+
+# Walks double or halve K; from the smallest positive double to the largest is 2,098
+# doublings, so a walk that has not met the edge by then never will (and must not spin: at
+# K = 0 or inf doubling is a fixed point, which made extreme settings loop for ever).
+MAX_WALK = 2200
 
 
 def _nearest_edge(h: Hyper, lag: Lag, K: float, stable: bool) -> float | None:
@@ -374,16 +382,26 @@ def _nearest_edge(h: Hyper, lag: Lag, K: float, stable: bool) -> float | None:
     eta, mu = heavy_ball(h)
     k_hb = 2.0 * (1.0 + mu) / eta
     inside, outside = K, K
+    if not (math.isfinite(K) and K > 0.0):
+        raise FloatingPointError(f"cannot walk to an edge from K={K!r}")
     if stable:  # walk up to the first unstable stiffness
-        while _rho_at(h, lag, outside) < 1.0:
+        for _ in range(MAX_WALK):
+            if _rho_at(h, lag, outside) >= 1.0:
+                break
             inside, outside = outside, outside * 2.0
-            if outside > k_hb * 1e3:
+            if outside > k_hb * 1e3 or not math.isfinite(outside):
                 return None
+        else:
+            return None
     else:  # walk down to the first stable stiffness
-        while _rho_at(h, lag, inside) >= 1.0:
+        for _ in range(MAX_WALK):
+            if _rho_at(h, lag, inside) < 1.0:
+                break
             outside, inside = inside, inside / 2.0
-            if inside < K * 1e-12:
+            if inside < K * 1e-12 or inside == 0.0:
                 return inside
+        else:
+            return inside
     for _ in range(60):
         mid = math.sqrt(inside * outside)
         if _rho_at(h, lag, mid) < 1.0:
@@ -524,23 +542,50 @@ def edges(h: Hyper, K: float, exact: ExactStability | None = None) -> dict[str, 
     }
 
 
+# What the arithmetic itself raises on extreme but finite input (lr·K overflowing a double,
+# or underflowing to 0 so a step size divides by zero): the model has no answer there.
+NOT_COMPUTABLE_ERRORS = (ArithmeticError, np.linalg.LinAlgError)
+
+
 def report(h: Hyper, K: float) -> dict[str, float | int | bool | str | None]:
     """Everything the stability model says of settings h at stiffness K, as JSON values: both
     margins, the exact damping ratio, the edges, whether the lag term applies and why.
 
     One place for it: the worker's fits (at the configured peak lr), the supplied-curvature
-    margins and ``grposcope stability`` all report this dict.
+    margins and ``grposcope stability`` all report this dict. It does not raise on finite
+    input: where lr·K is beyond what doubles can carry, ``computable`` is false, ``reason``
+    says why and the numbers are None (a run page must answer whatever a run was given).
     """
-    exact = exact_stability(h, K)
+    K = _check_k(K)
+    try:
+        exact = exact_stability(h, K)
+        out: dict[str, float | int | bool | str | None] = {
+            "margin_continuum": float(continuum_margin(h, K)),
+            "margin_exact": float(exact.margin),
+            "zeta_exact": float(exact.zeta_exact),
+            "lr": h.lr,
+            **edges(h, K, exact),
+            "lag_applies": exact.lag_applies,
+            "note": exact.note,
+        }
+    except NOT_COMPUTABLE_ERRORS as exc:
+        return not_computable(h, f"{type(exc).__name__}: {exc}")
+    if not (math.isfinite(out["margin_exact"]) and math.isfinite(out["margin_continuum"])):  # type: ignore[arg-type]
+        return not_computable(h, "the margins are not finite at this lr·K")
+    # an edge beyond the double range (lr·K_crit/K for a denormal K) is "no edge in reach"
+    out = {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in out.items()}
+    return {**out, "computable": True, "reason": None}
+
+
+def not_computable(h: Hyper, why: str) -> dict[str, float | int | bool | str | None]:
+    """The ``report`` of settings the model cannot evaluate: every number None, and why."""
+    reason = f"not computable at lr={h.lr:g} and this K ({why}); check the hyperparameters"
     return {
-        "margin_continuum": float(continuum_margin(h, K)),
-        "margin_exact": float(exact.margin),
-        "zeta_exact": float(exact.zeta_exact),
-        "lr": h.lr,
-        **edges(h, K, exact),
-        "lag_applies": exact.lag_applies,
-        "note": exact.note,
-    }
+        "margin_continuum": None, "margin_exact": None, "zeta_exact": None, "lr": h.lr,
+        "k_ref_critical_exact": None, "k_ref_critical_continuum": None,
+        "lr_critical_exact": None, "lr_critical_continuum": None,
+        "lag_applies": False, "note": reason, "computable": False, "reason": reason,
+    }  # fmt: skip
 
 
 def critical_lr(

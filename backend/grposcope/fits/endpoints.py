@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Query
 
 from grposcope.api.deps import PrincipalDep, SessionDep, SettingsDep
+from grposcope.api.types import Int64, Text
 from grposcope.fits import service
 
 router = APIRouter(tags=["fits"])
@@ -14,7 +15,7 @@ router = APIRouter(tags=["fits"])
 
 @router.get("/runs/{run_id}/fit")
 def latest_fit(
-    run_id: int, session: SessionDep, _: PrincipalDep, metric: str | None = None
+    run_id: Int64, session: SessionDep, _: PrincipalDep, metric: Text | None = None
 ) -> dict[str, Any]:
     """The latest fit of the run's reward series (or of `metric`), with its forecast."""
     return service.latest_fit(session, run_id, metric)
@@ -22,8 +23,8 @@ def latest_fit(
 
 @router.get("/runs/{run_id}/fits")
 def fit_history(
-    run_id: int, session: SessionDep, _: PrincipalDep, metric: str | None = None,
-    limit: int = 200,
+    run_id: Int64, session: SessionDep, _: PrincipalDep, metric: Text | None = None,
+    limit: Int64 = 200,
 ) -> dict[str, Any]:  # fmt: skip
     """How the fit evolved: the newest `limit` snapshots, oldest first."""
     return service.fit_history(session, run_id, metric, limit)
@@ -31,13 +32,13 @@ def fit_history(
 
 @router.get("/runs/{run_id}/whatif")
 def whatif(
-    run_id: int,
+    run_id: Int64,
     session: SessionDep,
     _: PrincipalDep,
     lr: float | None = Query(None, gt=0),
-    k_ref: int | None = Query(None, ge=1),
+    k_ref: Int64 | None = Query(None, ge=1),
     momentum: float | None = Query(None, ge=0, lt=1),
-    num_generations: int | None = Query(None, ge=1),
+    num_generations: Int64 | None = Query(None, ge=1),
 ) -> dict[str, Any]:
     """Predicted trajectory and margins at other lr / K_ref / β1 / G, holding K."""
     changes = {"lr": lr, "k_ref": k_ref, "momentum": momentum, "num_generations": num_generations}
@@ -46,19 +47,19 @@ def whatif(
 
 @router.get("/runs/{run_id}/diagnostics")
 def diagnostics(
-    run_id: int, session: SessionDep, _: PrincipalDep, settings: SettingsDep
+    run_id: Int64, session: SessionDep, _: PrincipalDep, settings: SettingsDep
 ) -> dict[str, Any]:
     """Every failure-mode rule's status now: ok, firing or unavailable (with why)."""
     return service.diagnostics(session, run_id, settings.stall_after_s)
 
 
 @router.get("/runs/{run_id}/forecast-accuracy")
-def run_accuracy(run_id: int, session: SessionDep, _: PrincipalDep) -> dict[str, Any]:
+def run_accuracy(run_id: Int64, session: SessionDep, _: PrincipalDep) -> dict[str, Any]:
     """Forecasts made at 20/40/60 % of a finished run, scored against what happened."""
     return service.run_accuracy(session, run_id)
 
 
 @router.get("/projects/{project_id}/forecast-accuracy")
-def project_accuracy(project_id: int, session: SessionDep, _: PrincipalDep) -> dict[str, Any]:
+def project_accuracy(project_id: Int64, session: SessionDep, _: PrincipalDep) -> dict[str, Any]:
     """Forecast accuracy over a project's finished runs."""
     return service.project_accuracy(session, project_id)

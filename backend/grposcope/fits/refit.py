@@ -238,6 +238,8 @@ def _supplied_at(hyper: Any, k: float) -> SuppliedMargin:
         stale_share=hyper.stale_share,
         k_ref_critical_exact=m["k_ref_critical_exact"],
         lr_critical_exact=m["lr_critical_exact"],
+        computable=bool(m["computable"]),
+        reason=m["reason"],
     )
 
 

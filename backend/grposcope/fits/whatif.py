@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from grposcope.dynamics.fit_result import ConstrainedFit, FitResult
-from grposcope.dynamics.stability import Hyper
+from grposcope.dynamics.stability import NOT_COMPUTABLE_ERRORS, Hyper
 from grposcope.dynamics.whatif import what_if
 
 
@@ -37,15 +37,20 @@ def predict(
     base: Hyper, payload: dict[str, Any], changes: dict[str, Any], group_size: int | None
 ) -> dict[str, Any]:
     """The what-if answer for the API: what_if's JSON plus a `trajectory` object and a note."""
-    result = what_if(
-        rebuild(payload, base),
-        lr=changes.get("lr"),
-        k_ref=changes.get("k_ref"),
-        momentum=changes.get("momentum"),
-        group_size=changes.get("num_generations") if group_size else None,
-        current_group_size=group_size,
-    )
-    out = result.to_json()
+    try:
+        result = what_if(
+            rebuild(payload, base),
+            lr=changes.get("lr"),
+            k_ref=changes.get("k_ref"),
+            momentum=changes.get("momentum"),
+            group_size=changes.get("num_generations") if group_size else None,
+            current_group_size=group_size,
+        )
+    except NOT_COMPUTABLE_ERRORS as exc:  # e.g. lr=5e-324: lr·K underflows to 0
+        reason = f"not computable at these settings ({type(exc).__name__}: {exc})"
+        return {"computable": False, "reason": reason, "note": reason,
+                "trajectory": {"steps": None, "mean": None}}  # fmt: skip
+    out = {**result.to_json(), "computable": True, "reason": None}
     out["trajectory"] = {"steps": out.get("steps"), "mean": out.get("values")}
     if changes.get("num_generations") is not None and not group_size:
         out["note"] = f"{out.get('note', '')}; G changed but the run's group size is unknown"

@@ -6,7 +6,9 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
 
-from grposcope.api.deps import PrincipalDep, SessionDep, SettingsDep
+from grposcope.api.deps import PrincipalDep, SettingsDep
+from grposcope.api.types import Int64
+from grposcope.db import run_transaction
 from grposcope.ingest import service
 from grposcope.ingest.schemas import IngestBatch, IngestResult
 
@@ -29,9 +31,13 @@ async def raw_body(request: Request) -> bytes:
     },
 )
 def ingest(
-    run_id: int, request: Request, body: Annotated[bytes, Depends(raw_body)],
-    session: SessionDep, principal: PrincipalDep, settings: SettingsDep,
+    run_id: Int64, request: Request, body: Annotated[bytes, Depends(raw_body)],
+    principal: PrincipalDep, settings: SettingsDep,
 ) -> dict[str, Any]:  # fmt: skip
     """Store a batch of steps × keys; replays are ignored (idempotent per run, key, step)."""
     batch = service.parse_batch(body, request.headers.get("content-encoding"), settings)
-    return service.ingest(session, principal, run_id, batch)
+    # Its own transaction, retried whole after a deadlock or serialization failure.
+    return run_transaction(
+        request.app.state.session_factory,
+        lambda session: service.ingest(session, principal, run_id, batch),
+    )

@@ -56,6 +56,23 @@ def _is_postgres(session: Session) -> bool:
     return session.get_bind().dialect.name == "postgresql"
 
 
+# Two writers of one run with overlapping (key, step) rows, inserted in different orders,
+# deadlocked on Postgres's unique index (up to half the requests of 5 writers failed). One
+# transaction-scoped advisory lock per run makes them take turns; writers of other runs are
+# not affected, and SQLite already has one writer at a time. The first argument namespaces
+# grposcope's advisory locks.
+ADVISORY_LOCK_NAMESPACE = 0x6772  # "gr"
+
+
+def lock_run(session: Session, run_id: int) -> None:
+    """Hold the run's ingest lock until this transaction ends (Postgres; no-op on SQLite)."""
+    if _is_postgres(session):
+        session.execute(
+            text("SELECT pg_advisory_xact_lock(:ns, :run)"),
+            {"ns": ADVISORY_LOCK_NAMESPACE, "run": run_id},
+        )
+
+
 def insert_points(session: Session, run_id: int, cols: PointColumns) -> int:
     """Insert the points, ignoring (run, key, step) already stored; returns how many were new."""
     if _is_postgres(session):
@@ -94,10 +111,13 @@ def _floats(values: list[float | None]) -> str:
 def upsert_latest(session: Session, run_id: int, latest: dict[int, tuple[int, float | None, int]]):
     """Keep run_metrics at each key's highest step (out-of-order batches never move it back).
 
+    Only a *higher* step moves it: a duplicate (run, key, step) is ignored in the series
+    (``ON CONFLICT DO NOTHING``), so it must not overwrite the latest value either (first
+    write wins everywhere). Keys go in sorted order, the same in every transaction.
     Postgres: one ``unnest`` statement for all keys (it was one statement per key).
     """
     if _is_postgres(session):
-        keys = list(latest)
+        keys = sorted(latest)
         session.execute(
             text(
                 "INSERT INTO run_metrics (run_id, key_id, last_step, last_value, last_flag) "
@@ -105,7 +125,7 @@ def upsert_latest(session: Session, run_id: int, latest: dict[int, tuple[int, fl
                 "CAST(:v AS double precision[]), CAST(:f AS smallint[])) "
                 "ON CONFLICT (run_id, key_id) DO UPDATE SET last_step = excluded.last_step, "
                 "last_value = excluded.last_value, last_flag = excluded.last_flag "
-                "WHERE excluded.last_step >= run_metrics.last_step"
+                "WHERE excluded.last_step > run_metrics.last_step"
             ),
             {"run": run_id, "k": _ints(keys), "s": _ints([latest[k][0] for k in keys]),
              "v": _floats([latest[k][1] for k in keys]),
@@ -122,12 +142,12 @@ def upsert_latest(session: Session, run_id: int, latest: dict[int, tuple[int, fl
             "last_value": insert.excluded.last_value,
             "last_flag": insert.excluded.last_flag,
         },
-        where=insert.excluded.last_step >= RunMetric.last_step,
+        where=insert.excluded.last_step > RunMetric.last_step,
     )
     session.execute(
         stmt,
         [
             {"run_id": run_id, "key_id": k, "last_step": s, "last_value": v, "last_flag": f}
-            for k, (s, v, f) in latest.items()
+            for k, (s, v, f) in sorted(latest.items())
         ],
     )

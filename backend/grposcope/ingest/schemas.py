@@ -6,6 +6,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt
 
+from grposcope.api.types import INT64_MAX
+
 MetricName = Annotated[str, Field(min_length=1, max_length=300)]
 MetricValue = StrictFloat | StrictInt | Literal["NaN", "Infinity", "-Infinity"] | None
 
@@ -13,10 +15,16 @@ MetricValue = StrictFloat | StrictInt | Literal["NaN", "Infinity", "-Infinity"] 
 class StepRecord(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    step: Annotated[int, Field(ge=0, strict=True, description="Optimizer step (global_step).")]
-    wall_time: float | None = Field(None, description="Unix seconds; server time if absent.")
+    step: Annotated[
+        int, Field(ge=0, le=INT64_MAX, strict=True, description="Optimizer step (global_step).")
+    ]
+    wall_time: float | None = Field(
+        None, allow_inf_nan=False, description="Unix seconds; server time if absent."
+    )
     metrics: dict[MetricName, MetricValue] = Field(
-        min_length=1, description='Values: numbers, null, "NaN", "Infinity" or "-Infinity".'
+        min_length=1,
+        description='Values: numbers, null, "NaN", "Infinity" or "-Infinity". A number beyond '
+        "the double range (1e400, a 400-digit integer) is stored as Infinity or -Infinity.",
     )
 
 

@@ -16,6 +16,7 @@ from sqlalchemy import case, select, update
 from sqlalchemy.orm import Session
 
 from grposcope.accounts.tokens import Principal
+from grposcope.api.types import has_nul
 from grposcope.config import Settings
 from grposcope.errors import BadRequest, InvalidInput, PayloadTooLarge
 from grposcope.ingest import repository as repo
@@ -48,14 +49,27 @@ def parse_batch(body: bytes, content_encoding: str | None, settings: Settings) -
 
 
 def _gunzip(body: bytes, limit: int) -> bytes:
-    decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    try:
-        out = decoder.decompress(body, limit + 1)
-    except (zlib.error, gzip.BadGzipFile) as exc:
-        raise BadRequest(f"body is not valid gzip: {exc}") from None
-    if len(out) > limit or decoder.unconsumed_tail:
-        raise PayloadTooLarge(f"decompressed body over {limit} bytes")
-    return out
+    """Every member of a gzip body (RFC 1952 allows several, and ``cat a.gz b.gz`` makes
+    them), decompressed to at most ``limit`` bytes in all; anything else is refused, never
+    silently cut short (the first member alone was decoded before)."""
+    parts: list[bytes] = []
+    size = 0
+    rest = body
+    while True:
+        decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            out = decoder.decompress(rest, limit - size + 1)
+        except (zlib.error, gzip.BadGzipFile) as exc:
+            raise BadRequest(f"body is not valid gzip: {exc}") from None
+        size += len(out)
+        if size > limit or decoder.unconsumed_tail:
+            raise PayloadTooLarge(f"decompressed body over {limit} bytes")
+        if not decoder.eof:
+            raise BadRequest("body is not valid gzip: it ends inside a member")
+        parts.append(out)
+        rest = decoder.unused_data
+        if not rest.strip(b"\x00"):  # gzip(1) also allows trailing zero padding
+            return b"".join(parts)
 
 
 def validation_errors(exc: ValidationError) -> list[dict[str, Any]]:
@@ -64,8 +78,13 @@ def validation_errors(exc: ValidationError) -> list[dict[str, Any]]:
 
 
 def ingest(session: Session, principal: Principal, run_id: int, batch: IngestBatch) -> dict:
+    """Store the batch. Duplicates of (run, key, step): the first write wins, in the series
+    and in the latest value alike (docs/api.md, "Duplicates")."""
     run = runs.get_run_for_write(session, principal, run_id)
-    ids = repo.key_ids(session, {name for s in batch.steps for name in s.metrics})
+    names = {name for s in batch.steps for name in s.metrics}
+    check_names(names)
+    repo.lock_run(session, run.id)
+    ids = repo.key_ids(session, names)
     cols, latest = _columns(batch, ids, time.time())
     inserted = repo.insert_points(session, run.id, cols)
     repo.upsert_latest(session, run.id, latest)
@@ -77,6 +96,18 @@ def ingest(session: Session, principal: Principal, run_id: int, batch: IngestBat
         "last_step": last_step,
         "open_alerts": open_alerts(session, run.id),
     }
+
+
+def check_names(names: set[str]) -> None:
+    """Refuse NUL in metric names (Postgres text cannot hold it; SQLite must agree).
+
+    Checked once per distinct name here, not per value in the schema: a batch holds up to
+    100,000 values but only a few dozen names.
+    """
+    bad = sorted(name for name in names if has_nul(name))
+    if bad:
+        errors = [{"loc": ["steps", "metrics", name], "msg": "NUL is not allowed"} for name in bad]
+        raise InvalidInput("metric names must not contain NUL", errors=errors)
 
 
 def _columns(
@@ -104,7 +135,7 @@ def _columns(
             cols.flags.append(flag)
             cols.wall_times.append(wall_time)
             previous = latest.get(key)
-            if previous is None or previous[0] <= step:
+            if previous is None or previous[0] < step:  # first write of a step wins
                 latest[key] = (step, value, flag)
     return cols, latest
 

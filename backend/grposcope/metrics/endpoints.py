@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Query
 
 from grposcope.api.deps import PrincipalDep, SessionDep
+from grposcope.api.types import Int64, Text
 from grposcope.metrics import service
 
 router = APIRouter(prefix="/runs", tags=["metrics"])
@@ -14,18 +15,18 @@ router = APIRouter(prefix="/runs", tags=["metrics"])
 
 @router.get("/{run_id}/series")
 def get_series(
-    run_id: int,
+    run_id: Int64,
     session: SessionDep,
     _: PrincipalDep,
-    key: list[str] = Query(default_factory=list, description="Metric keys (repeatable)."),
-    since_step: int | None = Query(None, description="Only steps after this one."),
-    max_points: int | None = Query(2000, description="Downsample longer series to this."),
+    key: list[Text] = Query(default_factory=list, description="Metric keys (repeatable)."),
+    since_step: Int64 | None = Query(None, description="Only steps after this one."),
+    max_points: Int64 | None = Query(2000, description="Downsample longer series to this."),
 ) -> dict[str, Any]:
     """Series of a run by key, downsampled with MinMaxLTTB beyond max_points."""
     return service.series(session, run_id, key, since_step, max_points)
 
 
 @router.get("/{run_id}/metrics")
-def get_metric_keys(run_id: int, session: SessionDep, _: PrincipalDep) -> dict[str, Any]:
+def get_metric_keys(run_id: Int64, session: SessionDep, _: PrincipalDep) -> dict[str, Any]:
     """The run's metric keys with their latest step and value."""
     return service.metric_keys(session, run_id)

@@ -13,12 +13,19 @@ _FLAG_TO_FLOAT = {FLAG_NAN: math.nan, FLAG_POS_INF: math.inf, FLAG_NEG_INF: -mat
 
 
 def encode(value: float | str | None) -> tuple[float | None, int]:
-    """A wire value to its stored (value, flag) pair."""
+    """A wire value to its stored (value, flag) pair.
+
+    An integer beyond the double range (JSON allows 400 digits) is ±Infinity, exactly as a
+    JSON parser reads ``1e400``: one rule for every number too large for a float.
+    """
     if value is None:
         return None, FLAG_NULL
     if isinstance(value, str):
         return None, NONFINITE_STRINGS[value]
-    value = float(value)
+    try:
+        value = float(value)
+    except OverflowError:
+        return None, FLAG_POS_INF if value > 0 else FLAG_NEG_INF
     if math.isfinite(value):
         return value, FLAG_FINITE
     if math.isnan(value):

@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Query, Response
 
 from grposcope.api.deps import PrincipalDep, SessionDep
+from grposcope.api.types import Int64, Text
 from grposcope.runs import service
 from grposcope.runs.schemas import RunCreate, RunFinish, RunList, RunOut
 
@@ -28,13 +29,13 @@ def create_or_resume_run(
 def list_runs(
     session: SessionDep,
     _: PrincipalDep,
-    team: str | None = None,
-    project: str | None = None,
-    status: str | None = None,
-    alert: str | None = Query(None, description="An alert kind, or 'any': runs with it open."),
-    q: str | None = Query(None, description="Substring of the run name."),
-    limit: int = 50,
-    offset: int = 0,
+    team: Text | None = None,
+    project: Text | None = None,
+    status: Text | None = None,
+    alert: Text | None = Query(None, description="An alert kind, or 'any': runs with it open."),
+    q: Text | None = Query(None, description="Substring of the run name."),
+    limit: Int64 = 50,
+    offset: Int64 = 0,
 ) -> dict[str, Any]:
     """List runs of every team, newest activity first."""
     filters = {"team": team, "project": project, "status": status, "alert": alert, "q": q}
@@ -42,14 +43,14 @@ def list_runs(
 
 
 @router.get("/{run_id}")
-def get_run(run_id: int, session: SessionDep, _: PrincipalDep) -> dict[str, Any]:
+def get_run(run_id: Int64, session: SessionDep, _: PrincipalDep) -> dict[str, Any]:
     """Run detail: hyperparameters, latest fit and alerts (the `runs show --json` shape)."""
     return service.run_detail(session, service.get_run(session, run_id))
 
 
 @router.post("/{run_id}/finish", response_model=RunOut)
 def finish_run(
-    run_id: int, body: RunFinish, session: SessionDep, principal: PrincipalDep
+    run_id: Int64, body: RunFinish, session: SessionDep, principal: PrincipalDep
 ) -> dict[str, Any]:
     """Mark a run finished or failed."""
     return service.run_out(service.finish(session, principal, run_id, body.status))

@@ -7,43 +7,61 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from grposcope.api.types import INT32_MAX, INT64_MAX, Text
+
+# Sane ranges, checked at the boundary: a run created with lr 1e16 or K 1e308 is a typo, and
+# the stability maths downstream (which must answer on any finite input anyway) is only
+# meaningful well inside these. Integer bounds are the columns' (INTEGER, BIGINT).
+MAX_LEARNING_RATE = 10.0
+MAX_CURVATURE = 1e12
+MAX_STALE_FRACTION = 1e3
+
 
 class Hyperparameters(BaseModel):
     """The hyperparameters the dynamics model needs (DESIGN 2.1); all optional."""
 
     model_config = ConfigDict(extra="allow", protected_namespaces=())
 
-    learning_rate: float | None = Field(None, gt=0, description="Peak learning rate.")
-    optimizer: str | None = Field(None, max_length=40, description="adamw | adam | sgd | …")
-    momentum: float | None = Field(None, ge=0, lt=1, description="β1 (Adam) or SGD momentum.")
-    num_generations: int | None = Field(None, ge=1, description="Group size G.")
-    steps_per_generation: int | None = Field(None, ge=1)
-    num_iterations: int | None = Field(None, ge=1)
-    k_ref: int | None = Field(
-        None, ge=1, description="Refresh interval in optimizer steps (DESIGN 2.1: K_ref)."
+    learning_rate: float | None = Field(
+        None, gt=0, le=MAX_LEARNING_RATE, description="Peak learning rate, at most 10."
     )
-    beta: float | None = Field(None, ge=0, description="KL weight β.")
-    epsilon: float | None = Field(None, ge=0, description="Clip ε.")
-    loss_type: str | None = Field(None, max_length=40)
-    scale_rewards: str | None = Field(None, max_length=40)
+    optimizer: Text | None = Field(None, max_length=40, description="adamw | adam | sgd | …")
+    momentum: float | None = Field(None, ge=0, lt=1, description="β1 (Adam) or SGD momentum.")
+    num_generations: int | None = Field(None, ge=1, le=INT32_MAX, description="Group size G.")
+    steps_per_generation: int | None = Field(None, ge=1, le=INT32_MAX)
+    num_iterations: int | None = Field(None, ge=1, le=INT32_MAX)
+    k_ref: int | None = Field(
+        None,
+        ge=1,
+        le=INT32_MAX,
+        description="Refresh interval in optimizer steps (DESIGN 2.1: K_ref).",
+    )
+    beta: float | None = Field(None, ge=0, allow_inf_nan=False, description="KL weight β.")
+    epsilon: float | None = Field(None, ge=0, allow_inf_nan=False, description="Clip ε.")
+    loss_type: Text | None = Field(None, max_length=40)
+    scale_rewards: Text | None = Field(None, max_length=40)
     correction: Literal["none", "is", "is_clipped"] | None = Field(
         None, description="Importance-sampling correction of stale samples (DESIGN 2.1)."
     )
-    batch_size: int | None = Field(None, ge=1)
-    world_size: int | None = Field(None, ge=1)
-    model_name: str | None = Field(None, max_length=300)
-    model_params: int | None = Field(None, ge=0, description="Parameter count of the policy.")
+    batch_size: int | None = Field(None, ge=1, le=INT32_MAX)
+    world_size: int | None = Field(None, ge=1, le=INT32_MAX)
+    model_name: Text | None = Field(None, max_length=300)
+    model_params: int | None = Field(
+        None, ge=0, le=INT64_MAX, description="Parameter count of the policy."
+    )
     curvature: float | None = Field(
         None,
         gt=0,
+        le=MAX_CURVATURE,
         allow_inf_nan=False,
-        description="Curvature K measured before this run (a pilot run's constrained fit, a "
-        "curvature probe, the bandit's Hessian): the predicted stability margin uses it from "
-        "the first step, before this run's own fit can measure K (DESIGN 2.1).",
+        description="Curvature K (at most 1e12) measured before this run (a pilot run's "
+        "constrained fit, a curvature probe, the bandit's Hessian): the predicted stability "
+        "margin uses it from the first step, before this run's own fit can measure K (DESIGN 2.1).",
     )
     stale_fraction: float | None = Field(
         None,
         ge=0,
+        le=MAX_STALE_FRACTION,
         allow_inf_nan=False,
         description="Measured share of K that lags, K_s/K (DESIGN 2.1); without it the "
         "correction mode's default (1 for 'none', 0 for 'is' and 'is_clipped').",
@@ -51,15 +69,15 @@ class Hyperparameters(BaseModel):
 
 
 class RunCreate(BaseModel):
-    project: str = Field(min_length=1, max_length=200, description="Project name.")
-    name: str = Field(min_length=1, max_length=300, description="Human-readable run name.")
-    run_key: str | None = Field(
+    project: Text = Field(min_length=1, max_length=200, description="Project name.")
+    name: Text = Field(min_length=1, max_length=300, description="Human-readable run name.")
+    run_key: Text | None = Field(
         None,
         min_length=1,
         max_length=200,
         description="Client-chosen key; the same key in the same project resumes the run.",
     )
-    team: str | None = Field(None, description="Team; defaults to the token's team.")
+    team: Text | None = Field(None, description="Team; defaults to the token's team.")
     config: dict[str, Any] = Field(default_factory=dict, description="Full trainer config.")
     hyperparameters: Hyperparameters = Field(default_factory=Hyperparameters)
 

@@ -27,6 +27,7 @@ from grposcope.models import AlertRule, Run, utcnow
 from grposcope.runs import repository as runs_repo
 from grposcope.runs.service import pick_reward_key
 from grposcope.worker.claim import Claimer
+from grposcope.worker.outage import OutageLog
 
 log = logging.getLogger("grposcope.worker")
 
@@ -110,11 +111,13 @@ class FitWorker:
         return len(claims)
 
     def serve(self, stop: threading.Event) -> None:
+        outage = OutageLog(log, "fit worker")
         while not stop.is_set():
             try:
                 busy = self.run_once()
-            except Exception:  # noqa: BLE001 - e.g. the database is briefly unavailable
-                log.exception("worker iteration failed; retrying")
+                outage.succeeded()
+            except Exception as exc:  # noqa: BLE001 - e.g. the database is briefly unavailable
+                outage.failed(exc)
                 busy = 0
             if not busy:
                 stop.wait(self.poll_s)
