@@ -61,8 +61,9 @@ def create_app(settings: Settings | None = None, *, migrate_on_start: bool = Tru
     # Last among the API routes and before the dashboard's catch-all mount at /: an unknown
     # /api/v1 path or method is a JSON 404/405, not a redirect to the login page.
     every_method = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
-    app.add_api_route(API_PREFIX + "/{path:path}", unknown_api_route, methods=every_method,
-                      include_in_schema=False)  # fmt: skip
+    for catch_all in (API_PREFIX, API_PREFIX + "/{path:path}"):
+        app.add_api_route(catch_all, unknown_api_route, methods=every_method,
+                          include_in_schema=False)  # fmt: skip
     app.add_middleware(
         BodyGuard, prefix=API_PREFIX, max_body_bytes=lambda: app.state.settings.max_body_bytes,
         session_factory=app.state.session_factory, db_error=dberrors.response_parts,
@@ -71,7 +72,7 @@ def create_app(settings: Settings | None = None, *, migrate_on_start: bool = Tru
     return app
 
 
-def unknown_api_route(request: Request, path: str) -> None:
+def unknown_api_route(request: Request, path: str = "") -> None:
     """Answer API paths no route serves: 405 naming the allowed methods if the path exists."""
     allowed = []
     for method in ("GET", "POST", "PUT", "PATCH", "DELETE"):

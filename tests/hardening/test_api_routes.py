@@ -17,8 +17,9 @@ def app_with_dashboard(tmp_path):
         yield client
 
 
-def test_unknown_api_path_is_json_404(app_with_dashboard):
-    response = app_with_dashboard.get("/api/v1/no-such-thing/3")
+@pytest.mark.parametrize("path", ["/api/v1/no-such-thing/3", "/api/v1", "/api/v1/"])
+def test_unknown_api_path_is_json_404(app_with_dashboard, path):
+    response = app_with_dashboard.get(path)
     assert response.status_code == 404
     assert response.json()["error"] == "RouteNotFound"
 
