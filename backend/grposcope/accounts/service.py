@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from sqlalchemy import func, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, joinedload
 
 from grposcope.accounts.tokens import Principal, generate_token, hash_token
 from grposcope.db import insert_or_ignore
@@ -17,7 +17,11 @@ def authenticate(session: Session, raw: str | None) -> Principal:
     """Resolve a bearer token to a principal, or raise 401."""
     if not raw:
         raise Unauthorized("missing token: send 'Authorization: Bearer <token>'")
-    row = session.scalar(select(ApiToken).where(ApiToken.token_hash == hash_token(raw)))
+    # the team comes in the same query: every request with a body authenticates before it
+    # is read (grposcope.api.guard), so this runs once per request and a lazy load would
+    # be a second round trip
+    query = select(ApiToken).options(joinedload(ApiToken.team))
+    row = session.scalar(query.where(ApiToken.token_hash == hash_token(raw)))
     if row is None or row.revoked_at is not None:
         raise Unauthorized("invalid or revoked token")
     return Principal(row.id, row.name, row.team_id, row.team.name, row.role)
