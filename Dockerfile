@@ -9,25 +9,23 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /app
 
-# CPU torch first, from PyTorch's own index: the default index would pull a multi-GB CUDA build
-# (the server never trains; torch is only needed by `grposcope demo`'s tiny GRPO run).
-RUN pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
-
-# Dependencies before sources, so editing code does not reinstall them.
+# No torch: the server never trains (torch, transformers and trl are only the `demo` extra).
+# Dependencies before sources, so editing code does not reinstall them: install both
+# distributions from stub packages, then drop the stubs.
 COPY pyproject.toml README.md ./
 COPY trainer_plugin/pyproject.toml trainer_plugin/pyproject.toml
 RUN mkdir -p backend/grposcope frontend/grposcope_dashboard trainer_plugin/grposcope_trainer \
     && touch backend/grposcope/__init__.py frontend/grposcope_dashboard/__init__.py \
              trainer_plugin/grposcope_trainer/__init__.py \
-    && pip install . && pip uninstall -y grposcope
+    && pip install ./trainer_plugin . && pip uninstall -y grposcope grposcope-trainer
 
 COPY backend backend
 COPY frontend frontend
 COPY trainer_plugin trainer_plugin
-COPY migrations migrations
-# Editable on purpose: the Alembic scripts are found relative to the source tree
-# (grposcope/db.py: MIGRATIONS_DIR = <repo>/migrations), which a wheel install would not keep.
-RUN pip install --no-deps -e . && grposcope --help > /dev/null
+# A regular (wheel) install: the Alembic scripts are package data of grposcope
+# (grposcope/migrations), so nothing is read from the source tree at run time.
+RUN pip install --no-deps ./trainer_plugin . && rm -rf backend frontend trainer_plugin \
+    && grposcope --help > /dev/null
 
 RUN useradd --create-home --uid 10001 grposcope
 USER grposcope

@@ -43,6 +43,10 @@ from pathlib import Path
 
 import numpy as np
 
+# The replay helper is a test fixture (it drives an in-process app through fastapi's TestClient,
+# which the server package does not ship): import it from the repository's tests/.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 CONFIGS = [dict(lr=0.2, momentum=0.9, beta=0.5), dict(lr=0.5, momentum=0.5, beta=1.0)]
 SLOW = [dict(lr=0.05, momentum=0.5, beta=0.5), dict(lr=0.1, momentum=0.95, beta=0.5)]
 STEPS, SLOW_STEPS, CHUNK, SEEDS = 200, 300, 5, (1, 2)
@@ -170,7 +174,7 @@ def warmup_table(tmp: Path) -> None:
     and the margin at the configured peak lr predicts the instability."""
     import dataclasses
 
-    from grposcope.demo import lr_scale
+    from grposcope.demo.bandits import lr_scale
     from grposcope.dynamics.bandit import BanditConfig, measure_stiffness
     from grposcope.dynamics.stability import exact_stability
 
@@ -240,8 +244,8 @@ class Replayed:
 
 
 def replay(cfg, seed: int, tmp: Path, steps: int, scale=None, supplied=True) -> Replayed:  # type: ignore[no-untyped-def]
-    from grposcope.bandit_replay import replay_bandit
     from grposcope.dynamics.bandit import run
+    from tests.fixtures.bandit_replay import replay_bandit
 
     db = tmp / f"b{cfg.k_ref}_{cfg.lr}_{cfg.momentum}_{cfg.beta}_{seed}_{scale is not None}"
     tr = run(cfg, steps, seed=seed, lr_scale=scale)

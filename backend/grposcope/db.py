@@ -43,7 +43,9 @@ class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
 
 
-MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
+# Package data (env.py, script.py.mako, versions/), so a wheel install migrates as an editable
+# one does; the repository's top-level migrations/ only holds an alembic.ini pointing here.
+MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 
 
 def make_engine(url: str, *, pool_size: int = 10) -> Engine:

@@ -33,7 +33,7 @@ def _server_control(actions: dict[int, callable]):
 
 
 def _train(server, tmp_path, capture, actions, max_steps=40) -> GRPOScopeCallback:
-    from grposcope.tiny_grpo import build_tiny_trainer
+    from grposcope.demo.tiny_grpo import build_tiny_trainer
 
     callback = GRPOScopeCallback(
         url=server.url,

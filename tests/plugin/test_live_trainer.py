@@ -29,7 +29,7 @@ def _callback(server, tmp_path: Path, **kwargs) -> GRPOScopeCallback:
 
 @pytest.mark.slow
 def test_every_logged_step_arrives_with_trl_values(live_server, tmp_path, capture) -> None:
-    from grposcope.tiny_grpo import build_tiny_trainer
+    from grposcope.demo.tiny_grpo import build_tiny_trainer
 
     callback = _callback(live_server, tmp_path, run_name="tiny-50",
                          hyperparameters={"curvature": 1234.5})  # fmt: skip
@@ -66,7 +66,7 @@ def test_every_logged_step_arrives_with_trl_values(live_server, tmp_path, captur
 
 @pytest.mark.slow
 def test_resuming_from_a_checkpoint_continues_the_same_run(live_server, tmp_path, capture) -> None:
-    from grposcope.tiny_grpo import build_tiny_trainer
+    from grposcope.demo.tiny_grpo import build_tiny_trainer
 
     out = tmp_path / "out"
     first = _callback(live_server, tmp_path)

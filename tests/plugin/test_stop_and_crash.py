@@ -56,7 +56,7 @@ def test_a_critical_alert_stops_training_at_the_next_step_end(alerting, tmp_path
 
 @pytest.mark.slow
 def test_a_real_grpo_trainer_stops_early_on_an_opted_in_alert(alerting, tmp_path) -> None:
-    from grposcope.tiny_grpo import build_tiny_trainer
+    from grposcope.demo.tiny_grpo import build_tiny_trainer
 
     api, script = alerting
     callback = _callback(api.url, tmp_path, stop_on=("reward_hacking",))

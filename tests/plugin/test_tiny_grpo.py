@@ -1,10 +1,15 @@
-"""The reusable tiny GRPOTrainer pieces (grposcope.tiny_grpo) used by tests and the demo."""
+"""The reusable tiny GRPOTrainer pieces (grposcope.demo.tiny_grpo) used by tests and the demo."""
 
 from __future__ import annotations
 
 import pytest
 
-from grposcope.tiny_grpo import ALPHABET, build_char_tokenizer, build_dataset, sum_digits_reward
+from grposcope.demo.tiny_grpo import (
+    ALPHABET,
+    build_char_tokenizer,
+    build_dataset,
+    sum_digits_reward,
+)
 
 pytest.importorskip("transformers")
 
@@ -31,7 +36,7 @@ def test_dataset_prompts_match_their_answers() -> None:
 
 
 def test_tiny_model_is_tiny() -> None:
-    from grposcope.tiny_grpo import build_tiny_model
+    from grposcope.demo.tiny_grpo import build_tiny_model
 
     model = build_tiny_model(vocab_size=15)
     assert 50_000 < sum(p.numel() for p in model.parameters()) < 150_000

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from grposcope.bandit_replay import replay_bandit
-from grposcope.demo import BanditScenario, bandit_trajectory
+from grposcope.demo.bandits import BanditScenario, bandit_trajectory
 from grposcope.dynamics.bandit import measure_stiffness
 from grposcope.dynamics.stability import exact_stability
+from tests.fixtures.bandit_replay import replay_bandit
 
 STEPS, CHUNK = 160, 5
 

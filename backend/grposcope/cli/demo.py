@@ -17,6 +17,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import logging
     import tempfile
 
     import uvicorn
@@ -26,8 +27,11 @@ def run(args: argparse.Namespace) -> int:
     from grposcope.cli.serve import announce, prepare
     from grposcope.config import Settings
     from grposcope.db import make_engine, make_session_factory, session_scope
-    from grposcope.demo import DEMO_TEAM, DemoFeeders
+    from grposcope.demo.feeders import DEMO_TEAM, DemoFeeders
 
+    # The feeders' warnings (e.g. the TRL run skipped for want of the demo extra) reach the
+    # terminal as plain lines; uvicorn keeps its own loggers.
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
     tmp = tempfile.TemporaryDirectory(prefix="grposcope-demo-")
     url = args.db or f"sqlite:///{tmp.name}/demo.db"
     settings = Settings(database_url=url, host=args.host, port=args.port, fit_interval_s=1.0)

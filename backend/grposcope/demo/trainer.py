@@ -1,7 +1,8 @@
 """The demo's real GRPO run: a tiny randomly initialised Qwen2 on the CPU, trained with TRL's
 GRPOTrainer to write the digits of a sum, streaming through GRPOScopeCallback.
+Needs the ``demo`` extra (torch, transformers, trl).
 
-Run as ``python -m grposcope.demo_trainer --max-steps N``; the callback reads
+Run as ``python -m grposcope.demo.trainer --max-steps N``; the callback reads
 GRPOSCOPE_URL, GRPOSCOPE_TOKEN, GRPOSCOPE_PROJECT and GRPOSCOPE_RUN_NAME.
 """
 
@@ -12,13 +13,13 @@ import tempfile
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m grposcope.demo_trainer")
+    parser = argparse.ArgumentParser(prog="python -m grposcope.demo.trainer")
     parser.add_argument("--max-steps", type=int, default=300)
     args = parser.parse_args(argv)
     import torch
 
     torch.set_num_threads(1)  # leave the other core to the server
-    from grposcope.tiny_grpo import build_tiny_trainer
+    from grposcope.demo.tiny_grpo import build_tiny_trainer
     from grposcope_trainer import GRPOScopeCallback
 
     with tempfile.TemporaryDirectory(prefix="grposcope-demo-") as out:
