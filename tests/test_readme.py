@@ -19,10 +19,27 @@ def blocks(language: str) -> list[str]:
 
 def test_the_two_setup_commands_are_there_and_ci_runs_the_test_one():
     bash = "\n".join(blocks("bash"))
-    assert "pip install torch==2.13.0 -e . && grposcope serve" in bash
+    first = next(line for line in blocks("bash")[0].splitlines() if not line.startswith("#"))
+    # The first command installs the server and its plugin (not on PyPI) and nothing of torch:
+    # no CUDA download on a machine with plain PyPI.
+    assert first == "pip install ./trainer_plugin . && grposcope serve"
+    assert "torch" not in first
     assert "bash scripts/test.sh" in bash
     ci = (README.parent / ".ci" / "run").read_text()
     assert "bash scripts/test.sh" in ci
+
+
+def test_torch_is_explained_for_cpu_only_and_gpu_machines():
+    text = README.read_text()
+    cpu = "pip install torch --index-url https://download.pytorch.org/whl/cpu"
+    assert cpu in "\n".join(blocks("bash"))
+    # The CPU index comes before the extra that needs torch, so the extra installs no CUDA.
+    bash = "\n".join(blocks("bash"))
+    assert bash.index(cpu) < bash.index("'.[demo]'")
+    assert "GPU machine" in text and "PyPI's default torch wheel" in text
+    script = (README.parent / "scripts" / "test.sh").read_text()
+    assert "pip install -q torch==" in script  # the tests still get torch
+    assert "./trainer_plugin" in script and "demo" in script
 
 
 def test_every_cli_command_in_the_readme_exists():
