@@ -71,7 +71,7 @@ def main() -> int:
 def _setup(kw: dict):  # type: ignore[no-untyped-def]
     """The stiffness, exact threshold and p* of one bandit configuration."""
     from grposcope.dynamics.bandit import BanditConfig, fixed_point, measure_stiffness
-    from grposcope.dynamics.stability import critical_k_ref
+    from grposcope.dynamics.edges import critical_k_ref
 
     base = BanditConfig(G=8, **kw)
     st = measure_stiffness(base)
@@ -80,7 +80,7 @@ def _setup(kw: dict):  # type: ignore[no-untyped-def]
 
 
 def _margin(cfg, st) -> float:  # type: ignore[no-untyped-def]
-    from grposcope.dynamics.stability import exact_stability
+    from grposcope.dynamics.exact import exact_stability
 
     return exact_stability(cfg.hyper(st.stale_share("none")), st.K).margin
 
@@ -176,7 +176,7 @@ def warmup_table(tmp: Path) -> None:
 
     from grposcope.demo.bandits import lr_scale
     from grposcope.dynamics.bandit import BanditConfig, measure_stiffness
-    from grposcope.dynamics.stability import exact_stability
+    from grposcope.dynamics.exact import exact_stability
 
     print(
         "\n| K_ref | seed | step the lr crosses the threshold | first instability alert (any "

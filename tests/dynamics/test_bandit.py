@@ -25,7 +25,7 @@ from grposcope.dynamics.bandit import (
     softmax,
 )
 from grposcope.dynamics.bandit_sweep import noise_experiment, perturbation_response, sweep
-from grposcope.dynamics.stability import exact_stability
+from grposcope.dynamics.exact import exact_stability
 
 
 def potential(cfg: BanditConfig, theta: np.ndarray) -> tuple[float, float]:
@@ -326,7 +326,7 @@ def test_cli_human_output_and_errors(capsys) -> None:
 def test_a_learning_rate_warmup_carries_a_stable_run_past_the_threshold():
     """The demo's scenario: stable while the lr is small, unstable at the peak lr."""
     from grposcope.dynamics.bandit import BanditConfig, measure_stiffness, run
-    from grposcope.dynamics.stability import exact_stability
+    from grposcope.dynamics.exact import exact_stability
 
     cfg = BanditConfig(rewards=(1.0, 0.0), lr=0.5, momentum=0.5, beta=0.5, G=32, k_ref=24)
     s = measure_stiffness(cfg)

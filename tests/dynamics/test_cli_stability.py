@@ -9,7 +9,8 @@ import json
 import pytest
 
 from grposcope.cli.main import main
-from grposcope.dynamics.stability import Hyper, exact_stability
+from grposcope.dynamics.continuum import Hyper
+from grposcope.dynamics.exact import exact_stability
 
 # The softmax bandit lr 0.2, μ 0.9, β 0.5: Hessian K 0.105, stale share 1.52, threshold K_ref 9
 BANDIT = ["--curvature", "0.105", "--lr", "0.2", "--optimizer", "sgd", "--momentum", "0.9",

@@ -8,9 +8,9 @@ import math
 import numpy as np
 import pytest
 
+from grposcope.dynamics.continuum import Hyper, continuum_coefficients
 from grposcope.dynamics.fit import MIN_POINTS, fit_series
 from grposcope.dynamics.model import plateau_s, trajectory
-from grposcope.dynamics.stability import Hyper, continuum_coefficients
 
 RANGE = 0.8  # p* − p0 of the synthetic curves
 NOISE = 0.05 * RANGE

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from grposcope.dynamics.continuum import Hyper, continuum_coefficients
 from grposcope.dynamics.fit import fit_series
 from grposcope.dynamics.fit_priors import MIX_WEIGHTS
 from grposcope.dynamics.forecast import (
@@ -14,7 +15,6 @@ from grposcope.dynamics.forecast import (
     steps_to_plateau,
 )
 from grposcope.dynamics.model import trajectory
-from grposcope.dynamics.stability import Hyper, continuum_coefficients
 from grposcope.dynamics.whatif import what_if
 
 

@@ -10,16 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from grposcope.dynamics.stability import (
-    Hyper,
-    continuum_coefficients,
-    continuum_margin,
-    critical_k_ref,
-    critical_lr,
-    exact_stability,
-    heavy_ball,
-    spectral_radius,
-)
+from grposcope.dynamics.continuum import Hyper, continuum_coefficients, continuum_margin, heavy_ball
+from grposcope.dynamics.edges import critical_k_ref, critical_lr
+from grposcope.dynamics.exact import exact_stability, spectral_radius
 
 
 def sgd(lr: float, mu: float = 0.0, k_ref: int = 1, **kw) -> Hyper:
@@ -110,7 +103,7 @@ def test_a_vanishing_stiffness_is_far_from_the_edge_not_on_it() -> None:
 
 
 def test_edges_are_where_the_margin_changes_sign() -> None:
-    from grposcope.dynamics.stability import edges
+    from grposcope.dynamics.edges import edges
 
     h = Hyper(lr=0.2, optimizer="sgd", momentum=0.9, k_ref=3, stale_fraction=1.52)
     got = edges(h, 0.105)  # the softmax bandit's Hessian K (docs/alerts.md: threshold 9)
@@ -261,9 +254,9 @@ def test_zeta_exact_huge_k_ref_and_no_force() -> None:
 
 
 def test_constrained_fit_reports_zeta_exact_beside_the_continuum_zeta() -> None:
+    from grposcope.dynamics.exact import zeta_exact
     from grposcope.dynamics.fit import fit_series
     from grposcope.dynamics.model import trajectory
-    from grposcope.dynamics.stability import zeta_exact
 
     hyper = sgd(0.05, 0.5, 8)
     co = continuum_coefficients(hyper, 1.0)

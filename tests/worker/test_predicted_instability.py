@@ -7,7 +7,7 @@ import pytest
 
 from grposcope.demo.bandits import BanditScenario, bandit_trajectory
 from grposcope.dynamics.bandit import measure_stiffness
-from grposcope.dynamics.stability import exact_stability
+from grposcope.dynamics.exact import exact_stability
 from tests.fixtures.bandit_replay import replay_bandit
 
 STEPS, CHUNK = 160, 5

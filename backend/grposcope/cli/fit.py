@@ -140,7 +140,7 @@ def add_hyper_arguments(p: argparse.ArgumentParser) -> None:
 def _hyper(args: argparse.Namespace) -> Any:
     if args.lr is None:
         return None
-    from grposcope.dynamics.stability import Hyper
+    from grposcope.dynamics.continuum import Hyper
 
     try:
         return Hyper(
@@ -234,6 +234,6 @@ def format_human(d: dict[str, Any]) -> str:
 
 
 def _edge(k_ref: int | None) -> str:
-    from grposcope.dynamics.stability import EDGE_MAX_K_REF
+    from grposcope.dynamics.edges import EDGE_MAX_K_REF
 
     return f"> {EDGE_MAX_K_REF} (none found)" if k_ref is None else str(k_ref)

@@ -32,7 +32,7 @@ def register(subparsers: Any) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from grposcope.dynamics.stability import report
+    from grposcope.dynamics.edges import report
 
     if not (math.isfinite(args.curvature) and args.curvature > 0):
         raise CliError(f"--curvature must be a finite number > 0, got {args.curvature!r}")

@@ -42,7 +42,7 @@ from typing import Literal
 
 import numpy as np
 
-from grposcope.dynamics.stability import CORRECTIONS, Correction, Hyper
+from grposcope.dynamics.continuum import CORRECTIONS, Correction, Hyper
 
 Advantage = Literal["mean", "mean_trl", "std", "critic"]
 ADVANTAGES: tuple[str, ...] = ("mean", "mean_trl", "std", "critic")

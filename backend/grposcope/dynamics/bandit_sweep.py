@@ -33,12 +33,9 @@ from grposcope.dynamics.bandit import (
     measure_stiffness,
     simulate,
 )
-from grposcope.dynamics.stability import (
-    critical_k_ref,
-    dominant_eigenvalue_log,
-    exact_damping_ratio,
-    heavy_ball,
-)
+from grposcope.dynamics.continuum import heavy_ball
+from grposcope.dynamics.edges import critical_k_ref
+from grposcope.dynamics.exact import dominant_eigenvalue_log, exact_damping_ratio
 
 _CROSSING_TOL = 1e-7
 _REAL_ARG_TOL = 1e-12  # |arg lambda| below this is rounding on a real eigenvalue

@@ -1,7 +1,7 @@
 """Hyperparameter-constrained fit: only p*, p0 and the curvature K are free (DESIGN 2.4).
 
 Given lr, momentum (β1), K_ref and the optimiser, M, C and K_eff follow from K through the
-continuum coefficients of `stability.continuum_coefficients`; the fitted K is the measured
+continuum coefficients of `continuum.continuum_coefficients`; the fitted K is the measured
 curvature that gives the stability margins and the what-if predictions.
 """
 
@@ -9,16 +9,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy.optimize import least_squares
 
+from grposcope.dynamics.continuum import Hyper, continuum_coefficients, heavy_ball
 from grposcope.dynamics.fit_core import LEVEL_BOUND, LOSS_SCALE, Array, Problem
 from grposcope.dynamics.model import unit_response
-
-if TYPE_CHECKING:
-    from grposcope.dynamics.stability import Hyper
 
 # The stiffness a = η_hb·K searched: from a timescale of ~10⁶ steps to beyond any stable value.
 _A_GRID = np.geomspace(1e-6, 1.0, 36)
@@ -40,8 +37,6 @@ class ConstrainedSolution:
 
 def _coefficients(hyper: Hyper, k: float) -> tuple[float, float, float, float, float]:
     """(M, C, K_eff, ω0, ζ) of the continuum oscillator at curvature k."""
-    from grposcope.dynamics.stability import continuum_coefficients
-
     co = continuum_coefficients(hyper, k)
     return co.M, co.C, co.K_eff, co.omega0, co.zeta
 
@@ -59,8 +54,6 @@ def _residuals(theta: Array, prob: Problem, hyper: Hyper, span: float) -> Array:
 
 
 def _eta_hb(hyper: Hyper) -> float:
-    from grposcope.dynamics.stability import heavy_ball
-
     eta, _ = heavy_ball(hyper)
     return eta
 

@@ -16,14 +16,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
+from grposcope.dynamics.continuum import Hyper, continuum_coefficients, continuum_margin
+from grposcope.dynamics.exact import exact_stability
 from grposcope.dynamics.fit_result import FitResult, finite
 from grposcope.dynamics.model import phases, spread_for_group_size, trajectory
-from grposcope.dynamics.stability import (
-    Hyper,
-    continuum_coefficients,
-    continuum_margin,
-    exact_stability,
-)
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from grposcope.dynamics.continuum import Hyper
+from grposcope.dynamics.edges import NOT_COMPUTABLE_ERRORS
 from grposcope.dynamics.fit_result import ConstrainedFit, FitResult
-from grposcope.dynamics.stability import NOT_COMPUTABLE_ERRORS, Hyper
 from grposcope.dynamics.whatif import what_if
 
 
