@@ -23,6 +23,7 @@ from grposcope.config import Settings
 from grposcope.db import make_engine, make_session_factory, migrate
 from grposcope.errors import GrposcopeError, MethodNotAllowed, RouteNotFound
 from grposcope.ingest.endpoints import router as ingest_router
+from grposcope.metrics.cache import SESSION_KEY, SeriesCache
 from grposcope.metrics.endpoints import router as metrics_router
 from grposcope.runs.endpoints import router as runs_router
 
@@ -55,7 +56,11 @@ def create_app(settings: Settings | None = None, *, migrate_on_start: bool = Tru
     app.state.settings = settings
     accesslog.install()
     app.state.engine = make_engine(settings.database_url)
-    app.state.session_factory = make_session_factory(app.state.engine)
+    # One series cache per app, shared by its request threads and its embedded worker.
+    app.state.series_cache = SeriesCache()
+    app.state.session_factory = make_session_factory(
+        app.state.engine, **{SESSION_KEY: app.state.series_cache}
+    )
     _install_error_handlers(app)
     app.include_router(api_router(), prefix=API_PREFIX)
     # Last among the API routes and before the dashboard's catch-all mount at /: an unknown

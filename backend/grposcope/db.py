@@ -85,8 +85,10 @@ def _sqlite_pragmas(dbapi_connection, _record) -> None:  # type: ignore[no-untyp
     cursor.close()
 
 
-def make_session_factory(engine: Engine) -> sessionmaker[Session]:
-    return sessionmaker(bind=engine, expire_on_commit=False, autoflush=False)
+def make_session_factory(engine: Engine, **info: Any) -> sessionmaker[Session]:
+    """Sessions on ``engine``; ``info`` lands on every session's ``.info`` (e.g. the process's
+    series cache, which the services read from the session they are given)."""
+    return sessionmaker(bind=engine, expire_on_commit=False, autoflush=False, info=info or None)
 
 
 @contextmanager

@@ -6,38 +6,38 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from grposcope.metrics.cache import CACHE, Entry, SeriesCache, Stats
+from grposcope.metrics.cache import Entry, SeriesCache
 from grposcope.metrics.repository import Columns
 from tests.api.helpers import ingest, make_run, series
 
 
-@pytest.fixture(autouse=True)
-def fresh_cache():
-    CACHE.clear()
-    CACHE.stats = Stats()
-    yield
-    CACHE.clear()
+@pytest.fixture
+def cache(api) -> SeriesCache:
+    """The app's own series cache (held on app.state, not a module global)."""
+    found = api.client.app.state.series_cache
+    assert isinstance(found, SeriesCache) and len(found) == 0
+    return found
 
 
 def steps_of(first: int, last: int, scale: float = 1.0) -> list[dict]:
     return [{"step": s, "metrics": {"reward": s * scale}} for s in range(first, last)]
 
 
-def test_a_new_ingest_is_seen_by_the_next_read(api):
+def test_a_new_ingest_is_seen_by_the_next_read(api, cache):
     run = make_run(api, api.alpha)
     ingest(api, api.alpha, run["id"], steps_of(0, 500))
     first = series(api, api.alpha, run["id"], "reward", max_points=50)["reward"]
     again = series(api, api.alpha, run["id"], "reward", max_points=50)["reward"]
-    assert again == first and CACHE.stats.hits == 1
+    assert again == first and cache.stats.hits == 1
     ingest(api, api.alpha, run["id"], steps_of(500, 510))
     grown = series(api, api.alpha, run["id"], "reward", max_points=50)["reward"]
     assert grown["n_total"] == 510 and grown["steps"][-1] == 509
-    assert CACHE.stats.tails == 1  # only the tail was read
+    assert cache.stats.tails == 1  # only the tail was read
     whole = series(api, api.alpha, run["id"], "reward", max_points=200_000)["reward"]
     assert whole["steps"] == list(range(510)) and whole["values"][509] == 509.0
 
 
-def test_points_inserted_below_the_cached_end_force_a_full_read(api):
+def test_points_inserted_below_the_cached_end_force_a_full_read(api, cache):
     run = make_run(api, api.alpha)
     ingest(api, api.alpha, run["id"], [s for s in steps_of(0, 100) if s["step"] % 2 == 0])
     assert series(api, api.alpha, run["id"], "reward")["reward"]["n_total"] == 50
@@ -45,7 +45,7 @@ def test_points_inserted_below_the_cached_end_force_a_full_read(api):
     ingest(api, api.alpha, run["id"], [s for s in steps_of(0, 120) if s["step"] % 2 == 1])
     got = series(api, api.alpha, run["id"], "reward", max_points=200_000)["reward"]
     assert got["steps"] == sorted(set(range(100)) | set(range(1, 120, 2)))
-    assert CACHE.stats.full_reads == 2 and CACHE.stats.tails == 0
+    assert cache.stats.full_reads == 2 and cache.stats.tails == 0
 
 
 def test_another_key_moving_keeps_this_key_correct(api):
@@ -69,25 +69,25 @@ def test_two_max_points_do_not_collide(api):
     assert series(api, api.alpha, run["id"], "reward", max_points=400)["reward"] == large
 
 
-def test_cached_answers_equal_a_cold_read_and_are_not_shared(api):
+def test_cached_answers_equal_a_cold_read_and_are_not_shared(api, cache):
     run = make_run(api, api.alpha)
     body = steps_of(0, 3000)
     body[1234]["metrics"]["reward"] = "NaN"
     ingest(api, api.alpha, run["id"], body)
     warm = series(api, api.alpha, run["id"], "reward", max_points=100)["reward"]
     warm["steps"].clear()  # a caller mutating its answer must not reach the cache
-    CACHE.clear()
+    cache.clear()
     cold = series(api, api.alpha, run["id"], "reward", max_points=100)["reward"]
     hit = series(api, api.alpha, run["id"], "reward", max_points=100)["reward"]
     assert hit == cold and 1234 in cold["steps"]
     assert cold["values"][cold["steps"].index(1234)] == "NaN"
 
 
-def test_since_step_reads_bypass_the_cache(api):
+def test_since_step_reads_bypass_the_cache(api, cache):
     run = make_run(api, api.alpha)
     ingest(api, api.alpha, run["id"], steps_of(0, 50))
     got = series(api, api.alpha, run["id"], "reward", since_step=45)["reward"]
-    assert got["steps"] == [46, 47, 48, 49] and len(CACHE) == 0
+    assert got["steps"] == [46, 47, 48, 49] and len(cache) == 0
 
 
 def entry(n: int) -> Entry:
@@ -115,13 +115,13 @@ def test_a_series_larger_than_the_bound_is_not_kept():
     assert cache.points == 30
 
 
-def test_answers_per_series_are_bounded(api):
+def test_answers_per_series_are_bounded(api, cache):
     run = make_run(api, api.alpha)
     ingest(api, api.alpha, run["id"], steps_of(0, 500))
     for max_points in (20, 30, 40, 50, 60, 70):
         got = series(api, api.alpha, run["id"], "reward", max_points=max_points)["reward"]
         assert len(got["steps"]) <= max_points + 1
-    (only,) = CACHE.entries()
+    (only,) = cache.entries()
     assert len(only.answers) == 4 and set(only.answers) == {40, 50, 60, 70}
 
 
@@ -165,16 +165,46 @@ def test_a_run_recreated_under_the_same_id_is_read_again(api, db_url):
     run = make_run(api, api.alpha)
     ingest(api, api.alpha, run["id"], steps_of(0, 30))
     engine = create_engine(db_url)
+    cache = SeriesCache()
     try:
-        with Session(engine) as session:
+        with Session(engine, info={"series_cache": cache}) as session:
             version = repository.run_version(session, run["id"])
             key_id = repository.key_ids(session, ["reward"])["reward"]
             first = service.cached(session, run["id"], key_id, version)
             assert service.cached(session, run["id"], key_id, version) is first
-            reads = CACHE.stats.full_reads
+            reads = cache.stats.full_reads
             other = (version[0] + timedelta(microseconds=1), version[1])
             again = service.cached(session, run["id"], key_id, other)
-            assert CACHE.stats.full_reads == reads + 1 and again is not first
+            assert cache.stats.full_reads == reads + 1 and again is not first
             assert again.cols.steps.tolist() == list(range(30))
     finally:
         engine.dispose()
+
+
+def test_a_session_without_a_cache_reads_the_database_each_time(api, db_url):
+    """CLI commands and scripts make plain sessions: correct answers, nothing held."""
+    from grposcope.db import make_engine, make_session_factory, session_scope
+    from grposcope.metrics.service import series as read_series
+
+    run = make_run(api, api.alpha)
+    ingest(api, api.alpha, run["id"], steps_of(0, 300))
+    engine = make_engine(db_url)
+    try:
+        for _ in range(2):
+            with session_scope(make_session_factory(engine)) as session:
+                got = read_series(session, run["id"], ["reward"], max_points=50)
+            assert got["series"]["reward"]["n_total"] == 300
+    finally:
+        engine.dispose()
+    assert len(api.client.app.state.series_cache) == 0  # the app's cache was never touched
+
+
+def test_each_app_has_its_own_cache(db_url):
+    from grposcope.app import create_app
+    from grposcope.config import Settings
+
+    settings = Settings(database_url=db_url, embedded_worker=False, dashboard=False)
+    one, two = create_app(settings), create_app(settings)
+    assert one.state.series_cache is not two.state.series_cache
+    with one.state.session_factory() as session:
+        assert session.info["series_cache"] is one.state.series_cache

@@ -32,6 +32,7 @@ def run(args: argparse.Namespace) -> int:
     from grposcope.cli.common import CliError
     from grposcope.config import Settings
     from grposcope.db import make_engine, make_session_factory
+    from grposcope.metrics.cache import SESSION_KEY, SeriesCache
 
     if args.interval is not None and args.interval < 0:
         raise CliError(f"--interval must be >= 0, got {args.interval}")
@@ -40,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(message)s")
     engine = make_engine(settings.database_url)
     check_schema(engine)
-    factory = make_session_factory(engine)
+    factory = make_session_factory(engine, **{SESSION_KEY: SeriesCache()})
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: object) -> None:

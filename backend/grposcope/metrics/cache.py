@@ -11,7 +11,11 @@ message: each read compares the run's (created_at, updated_at), which ingest set
 transaction as the points, with the version the entry was last checked at. The ingest path
 does not know this cache exists.
 
-Bounded by the number of points held (about 17 bytes each), least recently used first out.
+Bounded by the number of points held (about 17 bytes each), least recently used first out: a
+``cachetools.LRUCache`` whose item size is an entry's point count. One cache per process, held
+by whoever owns the engine (the app on ``app.state.series_cache``, a standalone worker) and
+handed to sessions through their factory's ``info`` (``SESSION_KEY``), so services find it on
+the session they already get; a session without one reads straight from the database.
 
 Known cost: the count that proves a tail complete scans the series' index range, ~15-50 ms
 per 100,000 points on SQLite; a points counter kept by ingest in ``run_metrics`` would make it
@@ -21,12 +25,15 @@ O(1), at the price of a schema change and an ingest-side write.
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
+from cachetools import LRUCache
+from sqlalchemy.orm import Session
+
 from grposcope.metrics.repository import Columns
 
+SESSION_KEY = "series_cache"  # where a session factory's ``info`` carries the cache
 DEFAULT_MAX_POINTS = 2_000_000  # ~35 MB: twenty 100,000-step series
 ANSWERS_PER_ENTRY = 4  # downsampled answers kept per series (one per max_points asked)
 
@@ -48,37 +55,39 @@ class Stats:
     evictions: int = 0
 
 
+class _PointsLRU(LRUCache[tuple, Entry]):
+    """An LRU bounded by points held, counting what it evicts."""
+
+    def __init__(self, max_points: int, stats: Stats) -> None:
+        super().__init__(maxsize=max_points, getsizeof=lambda entry: max(len(entry.cols), 1))
+        self.stats = stats
+
+    def popitem(self) -> tuple[tuple, Entry]:
+        item = super().popitem()
+        self.stats.evictions += 1
+        return item
+
+
 class SeriesCache:
     """Thread-safe LRU of :class:`Entry` bounded by the total points held."""
 
     def __init__(self, max_points: int = DEFAULT_MAX_POINTS) -> None:
         self.max_points = max_points
         self.stats = Stats()
-        self._entries: OrderedDict[tuple, Entry] = OrderedDict()
-        self._points = 0
+        self._entries = _PointsLRU(max_points, self.stats)
         self._lock = threading.Lock()
 
     def get(self, key: tuple) -> Entry | None:
         with self._lock:
-            entry = self._entries.get(key)
-            if entry is not None:
-                self._entries.move_to_end(key)
-            return entry
+            return self._entries.get(key)  # a hit counts as a use
 
     def put(self, key: tuple, entry: Entry) -> None:
         """Store (or replace) an entry; one larger than the whole bound is not kept."""
         with self._lock:
-            old = self._entries.pop(key, None)
-            if old is not None:
-                self._points -= len(old.cols)
+            self._entries.pop(key, None)
             if len(entry.cols) > self.max_points:
                 return
             self._entries[key] = entry
-            self._points += len(entry.cols)
-            while self._points > self.max_points:
-                _, evicted = self._entries.popitem(last=False)
-                self._points -= len(evicted.cols)
-                self.stats.evictions += 1
 
     def remember(self, entry: Entry, max_points: int | None, answer: dict[str, Any]) -> None:
         """Keep a downsampled answer on its entry, at most ``ANSWERS_PER_ENTRY`` (oldest out);
@@ -91,7 +100,6 @@ class SeriesCache:
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
-            self._points = 0
 
     def entries(self) -> list[Entry]:
         with self._lock:
@@ -99,10 +107,14 @@ class SeriesCache:
 
     @property
     def points(self) -> int:
-        return self._points
+        """Points held (an empty series counts as one, so it too takes room in the bound)."""
+        return int(self._entries.currsize)
 
     def __len__(self) -> int:
         return len(self._entries)
 
 
-CACHE = SeriesCache()
+def session_cache(session: Session) -> SeriesCache | None:
+    """The cache its factory gave this session, if any."""
+    cache = session.info.get(SESSION_KEY)
+    return cache if isinstance(cache, SeriesCache) else None

@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 
 from grposcope.errors import InvalidInput
 from grposcope.metrics import repository as repo
-from grposcope.metrics.cache import CACHE, Entry
+from grposcope.metrics.cache import Entry, SeriesCache, session_cache
 from grposcope.metrics.repository import EMPTY, Columns
 from grposcope.metrics.values import as_float, decode
 from grposcope.models import (
@@ -56,42 +56,49 @@ def series(
         elif since_step is not None:
             out[key] = _encode_series(repo.fetch(session, run_id, ids[key], since_step), max_points)
         else:
-            out[key] = _answer(cached(session, run_id, ids[key], version), max_points)
+            entry = cached(session, run_id, ids[key], version)
+            out[key] = _answer(entry, max_points, session_cache(session))
     return {"run_id": run_id, "series": out}
 
 
 def cached(session: Session, run_id: int, key_id: int, version: tuple[Any, Any]) -> Entry:
-    """The whole series through the cache: as held if the run's version is unchanged, else
-    extended by its new tail if only the tail grew, else read again."""
+    """The whole series through the session's cache (see cache.py): as held if the run's
+    version is unchanged, else extended by its new tail if only the tail grew, else read again.
+    A session without a cache (a CLI command, a script) reads the series every time."""
+    cache = session_cache(session)
+    if cache is None:
+        return Entry(repo.fetch(session, run_id, key_id), version)
     cache_key = (str(session.get_bind().url), run_id, key_id)
-    entry = CACHE.get(cache_key)
+    entry = cache.get(cache_key)
     if entry is not None and entry.version == version:
-        CACHE.stats.hits += 1
+        cache.stats.hits += 1
         return entry
     if entry is not None and entry.version[0] == version[0] and len(entry.cols):
         total, tail = repo.fetch_tail(session, run_id, key_id, int(entry.cols.steps[-1]))
         if len(entry.cols) + len(tail) == total:
-            CACHE.stats.tails += 1
+            cache.stats.tails += 1
             if len(tail):
                 entry = Entry(entry.cols.extended(tail), version)
             else:  # another key of the run moved; this one's answers still hold
                 entry = Entry(entry.cols, version, entry.answers)
-            CACHE.put(cache_key, entry)
+            cache.put(cache_key, entry)
             return entry
-    CACHE.stats.full_reads += 1
+    cache.stats.full_reads += 1
     entry = Entry(repo.fetch(session, run_id, key_id), version)
-    CACHE.put(cache_key, entry)
+    cache.put(cache_key, entry)
     return entry
 
 
-def _answer(entry: Entry, max_points: int | None) -> dict[str, Any]:
+def _answer(entry: Entry, max_points: int | None, cache: SeriesCache | None) -> dict[str, Any]:
     """The encoded series, downsampled answers memoised on the entry (callers get copies)."""
     found = entry.answers.get(max_points)
     if found is None:
         found = _encode_series(entry.cols, max_points)
         if not found["downsampled"]:
             return found  # short series: cheap to encode again, not worth holding twice
-        CACHE.remember(entry, max_points, found)
+        if cache is None:
+            return found  # nobody else will see this entry
+        cache.remember(entry, max_points, found)
     return {**found, "steps": list(found["steps"]), "values": list(found["values"])}
 
 

@@ -22,11 +22,14 @@ def start_embedded(app: Any) -> list[Callable[[], None]]:
     if not settings.embedded_worker:
         return []
     from grposcope.db import make_engine, make_session_factory
+    from grposcope.metrics.cache import SESSION_KEY
 
     # The worker gets its own connection pool: with 50 live runs the API's request threads can
     # hold every pooled connection at once, and a worker waiting for one stalls every refit.
     engine = make_engine(settings.database_url, pool_size=4)
-    stops = start_threads(engine, make_session_factory(engine), settings)
+    # Its own pool, but the app's series cache: a refit's reads warm the dashboard's.
+    factory = make_session_factory(engine, **{SESSION_KEY: app.state.series_cache})
+    stops = start_threads(engine, factory, settings)
     return [*stops, engine.dispose]
 
 
