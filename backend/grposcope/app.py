@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -17,11 +16,13 @@ from starlette.routing import Match, Mount
 
 from grposcope import __version__
 from grposcope.accounts.endpoints import router as accounts_router
+from grposcope.alerts.endpoints import router as alerts_router
 from grposcope.api import accesslog, dberrors
 from grposcope.api.guard import BodyGuard
 from grposcope.config import Settings
 from grposcope.db import make_engine, make_session_factory, migrate
 from grposcope.errors import GrposcopeError, MethodNotAllowed, RouteNotFound
+from grposcope.fits.endpoints import router as fits_router
 from grposcope.ingest.endpoints import router as ingest_router
 from grposcope.metrics.cache import SESSION_KEY, SeriesCache
 from grposcope.metrics.endpoints import router as metrics_router
@@ -96,29 +97,14 @@ def unknown_api_route(request: Request, path: str = "") -> None:
 
 
 def api_router() -> APIRouter:
+    # Every router is imported plainly at the top: a broken install fails at start-up, loudly,
+    # instead of serving an API with endpoints missing.
     router = APIRouter()
     router.add_api_route("/health", health, methods=["GET"], tags=["health"])
-    for sub in extra_routers():
+    for sub in (fits_router, alerts_router, accounts_router, runs_router, ingest_router,
+                metrics_router):  # fmt: skip
         router.include_router(sub)
-    router.include_router(accounts_router)
-    router.include_router(runs_router)
-    router.include_router(ingest_router)
-    router.include_router(metrics_router)
     return router
-
-
-def extra_routers() -> list[APIRouter]:
-    """Routers of the fits/alerts domains, when installed (they land in their own modules)."""
-    routers = []
-    for module_name in ("grposcope.fits.endpoints", "grposcope.alerts.endpoints"):
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if not exc.name or not module_name.startswith(exc.name):
-                raise
-            continue
-        routers.append(module.router)
-    return routers
 
 
 def health(request: Request) -> dict[str, Any]:
@@ -130,11 +116,12 @@ def health(request: Request) -> dict[str, Any]:
 
 
 def start_background(app: FastAPI) -> list:
-    """Start in-process background work (the fit worker); returns their stop callables."""
-    try:
-        from grposcope.worker.embedded import start_embedded
-    except ModuleNotFoundError:
-        return []
+    """Start in-process background work (the fit worker); returns their stop callables.
+
+    Imported here to keep `import grposcope.app` light, but never guarded: a missing module
+    fails start-up instead of silently leaving the server without a fit worker."""
+    from grposcope.worker.embedded import start_embedded
+
     return start_embedded(app)
 
 
@@ -142,10 +129,8 @@ def mount_dashboard(app: FastAPI, settings: Settings) -> None:
     """Serve the Dash dashboard at / on the same port (it still reads only the HTTP API)."""
     if not settings.dashboard:
         return
-    try:
-        from grposcope_dashboard.mount import mount
-    except ModuleNotFoundError:
-        return
+    from grposcope_dashboard.mount import mount  # part of this distribution: never optional
+
     mount(app, settings)
 
 

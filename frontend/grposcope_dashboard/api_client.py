@@ -1,11 +1,15 @@
 """The dashboard's only I/O: a small client of the public HTTP API (docs/api.md).
 
 Why a client and not the database: the dashboard must work against any grposcope server, the
-same way a user's script does (DESIGN 1). The bearer token comes from the ``grposcope_token``
-cookie of the browser's request, so every call is made with the viewer's own rights.
+same way a user's script does (docs/model.md §1). The bearer token comes from the
+``grposcope_token`` cookie of the browser's request, so every call is made with the viewer's
+own rights.
 
-Endpoints that may not exist on an older server (fits, alerts, rules, webhooks) answer 404;
-the ``optional`` helpers turn that into ``None`` so a page can say "not available yet".
+Errors are errors: any 4xx or 5xx raises :class:`ApiError` with the API's ``{"error",
+"detail"}``, and the page shows it. The one exception is an answer that means "nothing to show
+yet" by its error name (``NOTHING_YET``: a run with no reward series or no fit so far), which
+the ``optional`` helpers turn into ``None``. A 404 for an unknown run or path, a 405 or a 422
+for a bad request is never read as "not available yet".
 """
 
 from __future__ import annotations
@@ -18,6 +22,9 @@ import httpx
 TOKEN_COOKIE = "grposcope_token"
 API_PREFIX = "/api/v1"
 DEFAULT_TIMEOUT_S = 10.0
+
+# Error names that mean "nothing to show yet" rather than a failed request (fits/service.py).
+NOTHING_YET = frozenset({"FitNotFound"})
 
 _state: dict[str, Any] = {"base_url": "http://127.0.0.1:8000", "http": None}
 _lock = threading.Lock()
@@ -93,11 +100,12 @@ class Api:
         return self._call("GET", path, params=clean)
 
     def optional(self, path: str, **params: Any) -> Any:
-        """GET that answers None for 404/422 (not built yet, or nothing to show yet)."""
+        """GET that answers None when the API says there is nothing to show yet (a 404 named
+        in ``NOTHING_YET``); every other error is raised for the page to show."""
         try:
             return self.get(path, **params)
         except ApiError as exc:
-            if exc.status in (404, 405, 422):
+            if exc.status == 404 and exc.error in NOTHING_YET:
                 return None
             raise
 
@@ -143,7 +151,7 @@ class Api:
     def metric_keys(self, run_id: int) -> list[dict[str, Any]]:
         return self.get(f"/runs/{run_id}/metrics")["keys"]
 
-    # -- fits (may be absent: None) ---------------------------------------------------------
+    # -- fits (None: no fit yet) ------------------------------------------------------------
     def fit(self, run_id: int) -> dict[str, Any] | None:
         return self.optional(f"/runs/{run_id}/fit")
 
@@ -151,8 +159,9 @@ class Api:
         found = self.optional(f"/runs/{run_id}/fits", limit=limit)
         return (found or {}).get("items", [])
 
-    def whatif(self, run_id: int, **params: Any) -> dict[str, Any] | None:
-        return self.optional(f"/runs/{run_id}/whatif", **params)
+    def whatif(self, run_id: int, **params: Any) -> dict[str, Any]:
+        """Raises ApiError (422, with the reason) for a run without a constrained fit."""
+        return self.get(f"/runs/{run_id}/whatif", **params)
 
     def diagnostics(self, run_id: int) -> dict[str, Any] | None:
         return self.optional(f"/runs/{run_id}/diagnostics")
@@ -161,14 +170,18 @@ class Api:
         return self.optional(f"/runs/{run_id}/forecast-accuracy")
 
     # -- alerts, rules, webhooks ------------------------------------------------------------
-    def alerts(self, **filters: Any) -> dict[str, Any] | None:
-        return self.optional("/alerts", **filters)
+    def alert_kinds(self) -> list[dict[str, Any]]:
+        """The server's alert kinds (the one source of their names), each with its label."""
+        return self.get("/alert-kinds")["items"]
+
+    def alerts(self, **filters: Any) -> dict[str, Any]:
+        return self.get("/alerts", **filters)
 
     def acknowledge(self, alert_id: int) -> dict[str, Any]:
         return self._call("POST", f"/alerts/{alert_id}/acknowledge")
 
     def rules(self, project_id: int) -> Any:
-        return self.optional(f"/projects/{project_id}/rules")
+        return self.get(f"/projects/{project_id}/rules")
 
     def put_rule(
         self, project_id: int, kind: str, enabled: bool, params: dict[str, Any]
@@ -176,11 +189,9 @@ class Api:
         body = {"enabled": enabled, "params": params}
         return self._call("PUT", f"/projects/{project_id}/rules/{kind}", json=body)
 
-    def webhooks(self) -> list[dict[str, Any]] | None:
-        found = self.optional("/webhooks")
-        if isinstance(found, dict):
-            return found.get("items", [])
-        return found
+    def webhooks(self) -> list[dict[str, Any]]:
+        found = self.get("/webhooks")
+        return found.get("items", []) if isinstance(found, dict) else found
 
     def create_webhook(self, body: dict[str, Any]) -> dict[str, Any]:
         return self._call("POST", "/webhooks", json=body)
@@ -189,7 +200,7 @@ class Api:
         self._call("DELETE", f"/webhooks/{webhook_id}")
 
     def deliveries(self, webhook_id: int) -> Any:
-        return self.optional(f"/webhooks/{webhook_id}/deliveries")
+        return self.get(f"/webhooks/{webhook_id}/deliveries")
 
 
 def _error(response: httpx.Response) -> ApiError:

@@ -7,7 +7,9 @@ from typing import Any
 from fastapi import APIRouter, Response
 
 from grposcope.alerts import service
+from grposcope.alerts.kinds import alert_kinds
 from grposcope.alerts.schemas import (
+    AlertKindList,
     AlertList,
     AlertOut,
     DeliveryList,
@@ -21,6 +23,12 @@ from grposcope.api.deps import AdminDep, PrincipalDep, SessionDep
 from grposcope.api.types import Int64, Text
 
 router = APIRouter(tags=["alerts"])
+
+
+@router.get("/alert-kinds", response_model=AlertKindList)
+def list_alert_kinds(_: PrincipalDep) -> dict[str, Any]:
+    """The alert kinds the rules raise, each with its meaning: the one list of their names."""
+    return {"items": alert_kinds()}
 
 
 @router.get("/alerts", response_model=AlertList)

@@ -12,13 +12,22 @@ from grposcope.api.types import Int64, Text
 Severity = Literal["info", "warning", "critical"]
 
 
+class AlertKindOut(BaseModel):
+    kind: str = Field(description="The name alerts, rules and `stop_on` use.")
+    description: str = Field(description="What an alert of this kind means, in plain words.")
+
+
+class AlertKindList(BaseModel):
+    items: list[AlertKindOut] = Field(description="Every kind the rules raise, in a fixed order.")
+
+
 class AlertOut(BaseModel):
     id: int
     run_id: int
     run_name: str
     project: str
     team: str
-    kind: str = Field(description="One of the six failure-mode kinds (DESIGN 3).")
+    kind: str = Field(description="One of the kinds of GET /alert-kinds (docs/alerts.md).")
     severity: Severity
     state: Literal["open", "acknowledged", "resolved"]
     opened_step: int | None = Field(description="Step at which the condition was confirmed.")

@@ -11,7 +11,7 @@ from grposcope_dashboard.formatting import TIPS
 
 _counter = {"n": 0}
 
-CALLBACK_SNIPPET = """pip install ./trainer_plugin          # or: pip install grposcope
+CALLBACK_SNIPPET = """pip install ./trainer_plugin          # the plugin, from a grposcope checkout
 export GRPOSCOPE_URL=http://HOST:PORT
 export GRPOSCOPE_TOKEN=gs_…   # grposcope token create --team T --role writer
 

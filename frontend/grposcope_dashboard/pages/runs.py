@@ -16,14 +16,6 @@ from grposcope_dashboard.components.run_rows import COLUMNS, HEADER_TIPS, run_ro
 REFRESH_MS = 2000
 FONT = 'system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif'
 STATUSES = ["running", "finished", "failed", "stalled"]
-ALERT_KINDS = [
-    "reward_hacking",
-    "advantage_degeneracy",
-    "policy_concentration",
-    "dynamical_instability",
-    "plateau_reached",
-    "run_stalled",
-]
 
 
 def layout(team: str | None = None, project: str | None = None, **_: str) -> html.Div:
@@ -31,6 +23,7 @@ def layout(team: str | None = None, project: str | None = None, **_: str) -> htm
     try:
         teams = [t["name"] for t in api.teams()]
         projects = sorted({p["name"] for p in api.projects()})
+        kinds = [k["kind"] for k in api.alert_kinds()]  # the server owns the list
     except ApiError as exc:
         return error_box(exc)
     filters = dbc.Row(
@@ -38,7 +31,7 @@ def layout(team: str | None = None, project: str | None = None, **_: str) -> htm
             _dropdown("runs-team", "Team", teams, team),
             _dropdown("runs-project", "Project", projects, project),
             _dropdown("runs-status", "Status", STATUSES, None),
-            _dropdown("runs-alert", "Alert", ["any", *ALERT_KINDS], None),
+            _dropdown("runs-alert", "Alert", ["any", *kinds], None),
             dbc.Col(dbc.Input(id="runs-q", placeholder="name contains…", debounce=True), md=2),
         ],
         className="g-2 mb-2",

@@ -220,8 +220,6 @@ def webhooks(
         rows = api.webhooks()
     except ApiError as exc:
         return error_box(exc), no_update
-    if rows is None:
-        return flash, html.P("This server does not serve webhooks yet.", className="text-muted")
     if not rows:
         return flash, html.P(
             "No webhooks. Add one to get alerts in Slack or any HTTP endpoint.",
@@ -295,8 +293,6 @@ def rules(project_id: Any, save: Any, kind: str, enabled: bool, params: str) -> 
         found = api.rules(int(project_id))
     except ApiError as exc:
         return error_box(exc), flash
-    if found is None:
-        return html.P("This server does not serve alert rules yet.", className="text-muted"), flash
     items = found.get("items", found.get("rules", found)) if isinstance(found, dict) else found
     if isinstance(items, dict):
         items = [
