@@ -7,7 +7,7 @@ the run (lr, sgd, momentum, k_ref, correction none) so the constrained fit and t
 margin apply. Tables 1, 2 and 4 send every run twice: with only its own fit to read the
 curvature from (the hard case: K must be measured off the reward curve), and with the bandit's
 Hessian K and stale share sent as hyperparameters (`curvature`, `stale_fraction`: a curvature
-measured before the run, which DESIGN 2.1 names as the other source of K). Four tables:
+measured before the run, which docs/model.md §2.1 names as the other source of K). Four tables:
 
 1. constant lr, K_ref well inside and past the exact threshold (`stability.critical_k_ref` at
    the bandit's Hessian stiffness), 200 steps;

@@ -46,7 +46,7 @@ def _err(measured: int | None, predicted: float | None) -> str:
 
 def _mean_lag_continuum(r, lr: float, mu: float) -> int | None:
     """Diagnostic only: the continuum threshold with the sawtooth's *mean* lag (K_ref - 1)/2 as
-    tau instead of DESIGN's tau = K_ref."""
+    tau instead of the model's tau = K_ref (docs/model.md §2.2)."""
     a_s = lr * r.stiffness * r.stale_share
     if a_s <= 0:
         return None

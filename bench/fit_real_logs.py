@@ -1,4 +1,4 @@
-"""Fit quality, forecast skill and interval calibration on real GRPO logs (DESIGN 2.4).
+"""Fit quality, forecast skill and interval calibration on real GRPO logs (docs/model.md §2.4).
 
     python bench/fit_real_logs.py ../shared/data/real_logs            # dev set (*.csv)
     python bench/fit_real_logs.py ../shared/data/real_logs/extra      # held-out set
@@ -15,7 +15,7 @@ its first 10 % by more than 3 standard errors and by more than 0.25 run stds.
 
 Also per run: the noise ceiling of the smoothed R² (what a perfect curve would score given the
 noise, two estimates: white noise from first differences, and window-scale noise from second
-differences of block means, which keeps autocorrelation), and the noise split of DESIGN 2.4
+differences of block means, which keeps autocorrelation), and the noise split of docs/model.md §2.4
 (sampling variance of the step mean vs dynamical fluctuation) where the completions per step
 are known (COMPLETIONS, read off SOURCES.md). `--no-t0` fits without the start offset (the
 model before 2026-11-30) for comparison.

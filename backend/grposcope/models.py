@@ -73,7 +73,7 @@ class Run(Base):
     last_seen_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     last_step: Mapped[int | None] = mapped_column(BigInteger)
     config: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
-    # Hyperparameters the model needs (DESIGN 2.1), extracted from the trainer's config.
+    # Hyperparameters the model needs (docs/model.md §2.1), extracted from the trainer's config.
     learning_rate: Mapped[float | None] = mapped_column(Float)
     optimizer: Mapped[str | None] = mapped_column(String(40))
     momentum: Mapped[float | None] = mapped_column(Float)

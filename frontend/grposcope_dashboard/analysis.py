@@ -23,7 +23,7 @@ def floats(values: Iterable[Any]) -> np.ndarray:
 
 
 def smooth_window(n: int) -> int:
-    """DESIGN 2.4's width w = max(3, n // 20), odd so the centred average is centred."""
+    """docs/model.md §2.4's width w = max(3, n // 20), odd so the centred average is centred."""
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n}")
     w = max(3, n // 20)
@@ -112,7 +112,7 @@ def power_law(x: Sequence[float], y: Sequence[float]) -> dict[str, float] | None
 def fluctuation(values: Sequence[float], window: int | None = None) -> float:
     """Variance of the raw curve around its centred average over the second half.
 
-    The stationary spread should scale as 1/G (DESIGN 2.2), so variance × G is flat across
+    The stationary spread should scale as 1/G (docs/model.md §2.2), so variance × G is flat across
     group sizes when the law holds; the second half is closer to stationary.
     """
     y = np.asarray(values, dtype=float)

@@ -27,7 +27,7 @@ levels = st.floats(-10.0, 10.0)
 
 
 def _reference(t: np.ndarray, e0: float, v0: float, omega0: float, zeta: float) -> np.ndarray:
-    """DESIGN 2.2's textbook formulas (away from zeta = 1)."""
+    """docs/model.md §2.2's textbook formulas (away from zeta = 1)."""
     if zeta < 1:
         wd = omega0 * math.sqrt(1 - zeta * zeta)
         return np.exp(-zeta * omega0 * t) * (

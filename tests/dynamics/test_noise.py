@@ -1,4 +1,4 @@
-"""Sampling noise vs dynamical fluctuation (DESIGN 2.4) against seeded synthetic runs."""
+"""Sampling noise vs dynamical fluctuation (docs/model.md §2.4) against seeded synthetic runs."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Hyperparameters read from real GRPOConfig objects and torch optimizers (DESIGN 2.1)."""
+"""Hyperparameters read from real GRPOConfig objects and torch optimizers (docs/model.md §2.1)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The hyperparameters grposcope's model needs, read from a TRL/transformers run.
 
-DESIGN 2.1–2.3: the damped-oscillator model needs the learning rate, the momentum μ, the
+docs/model.md §2.1–2.3: the damped-oscillator model needs the learning rate, the momentum μ, the
 regeneration period K_ref in optimizer steps, and whether TRL corrects stale samples with an
 importance ratio (the `correction` mode decides whether the lag term applies at all).
 """
@@ -48,7 +48,7 @@ def correction_mode(args: Any) -> str:
 
 
 def k_ref(args: Any) -> int:
-    """Optimizer steps between regenerations of the batch (the lag period K_ref of DESIGN 2.1).
+    """Optimizer steps between regenerations of the batch (the lag K_ref of docs/model.md §2.1).
 
     TRL counts `steps_per_generation` and `num_iterations` in *micro*-batches: a batch is
     generated every steps_per_generation × num_iterations forward/backward passes, and an
@@ -69,7 +69,7 @@ def optimizer_info(args: Any, optimizer: Any = None) -> tuple[str, float | None,
 
     The live optimizer object wins over `args.optim` (a custom optimizer passed to the
     trainer is what actually runs). μ is β1 for Adam-type optimizers (the EMA of the first
-    moment plays the role of momentum, DESIGN 2.1) and `momentum` for SGD.
+    moment plays the role of momentum, docs/model.md §2.1) and `momentum` for SGD.
     """
     inner = optimizer
     while inner is not None and hasattr(inner, "optimizer") and inner.optimizer is not inner:

@@ -1,4 +1,4 @@
-"""`grposcope bandit run|sweep`: the softmax-bandit lab (DESIGN 2.5) from the command line."""
+"""`grposcope bandit run|sweep`: the softmax-bandit lab (docs/model.md §2.5), from a shell."""
 
 from __future__ import annotations
 

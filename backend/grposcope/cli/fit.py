@@ -1,4 +1,4 @@
-"""`grposcope fit PATH`: fit the oscillator model to a finished log (DESIGN section 4).
+"""`grposcope fit PATH`: fit the oscillator model to a finished log (docs/model.md §4).
 
 Exit codes: 0 fitted; 1 the data cannot support a fit (too short, constant, all NaN: the
 result says "insufficient data", as JSON with --json); 2 bad input (missing file, unknown

@@ -1,4 +1,4 @@
-"""The numerical core: the damped-oscillator model of GRPO reward curves (DESIGN section 2).
+"""The numerical core: the damped-oscillator model of GRPO reward curves (docs/model.md §2).
 
 Pure functions over numpy arrays: no I/O, no database, no printing.
 """

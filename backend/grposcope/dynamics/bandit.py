@@ -1,8 +1,8 @@
-"""The softmax-bandit lab (DESIGN 2.5): GRPO on a few arms, where the mean-field model is exact.
+"""The softmax-bandit lab (docs/model.md §2.5): GRPO on a few arms, where the mean field is exact.
 
 Policy pi = softmax(theta) over arms with fixed rewards r; reference policy pi_ref. Each optimizer
 step draws G samples from the *behaviour* policy (theta frozen at the last regeneration, refreshed
-every K_ref steps) and applies, choices made so the lab maps one-to-one onto DESIGN 2.1:
+every K_ref steps) and applies, choices made so the lab maps one-to-one onto docs/model.md §2.1:
 
 - **Advantage** (``advantage``, default ``"mean"``): group-relative, mean-only,
   A_i = r_i - mean(r), with the sum normalised by 1/(G - 1) instead of 1/G (identical to the
@@ -373,7 +373,7 @@ def force_noise_variance(cfg: BanditConfig, G: int) -> float:
 
     The stationary Var(p) of the linearised dynamics is proportional to it, so the ratio of two
     G's values predicts the ratio of their stationary variances without assuming a 1/G law (the
-    group baseline adds a kurtosis term that bends it; DESIGN 2.2 asks to measure it).
+    group baseline adds a kurtosis term that bends it; docs/model.md §2.2 asks to measure it).
     """
     fp = fixed_point(cfg)
     stiff = measure_stiffness(cfg)

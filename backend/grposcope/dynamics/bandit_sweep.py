@@ -2,8 +2,8 @@
 
 Thresholds are measured by the growth of a *small* perturbation around the fixed point, in the
 infinite-sample (deterministic) limit: a run started far away can decay too slowly to judge, and
-sampling noise would swamp the perturbation (DESIGN 2.5). Every K_ref of the sweep is one row of a
-single batched run.
+sampling noise would swamp the perturbation (docs/model.md §2.5). Every K_ref of the sweep is one
+row of a single batched run.
 
 Criteria (documented because the measured numbers depend on them):
 
@@ -97,7 +97,7 @@ def perturbation_response(
 def continuum_zeta(a_s: float, a: float, mu: float, k_ref: float, lag_moments: bool) -> float:
     """Continuum zeta = C / (2·sqrt(M·a)) at a (real) K_ref, with one of two lag mappings.
 
-    DESIGN 2.2 (``lag_moments`` False): tau = K_ref in C = (1 - mu) - a_s·tau and
+    docs/model.md §2.2 (``lag_moments`` False): tau = K_ref in C = (1 - mu) - a_s·tau and
     M = (1 + mu)/2 + a_s·tau²/2. Lag moments (True): the sawtooth lag d = t mod K_ref takes the
     values 0..K_ref - 1 equally often, so averaging e(t - d) ≈ e - d·ė + d²/2·ë over a period
     puts <d> = (K_ref - 1)/2 in C and <d²> = (K_ref - 1)(2·K_ref - 1)/6 in M.

@@ -5,7 +5,7 @@ series or a failed optimisation come back as `status`/`message`/`success` on the
 (the online worker refits hundreds of series; one odd run must not stop it). Caller bugs —
 non-finite steps, mismatched lengths — raise ValueError naming the argument.
 
-Method (DESIGN 2.4): NaN/inf values dropped, duplicate steps averaged, long series binned to
+Method (docs/model.md §2.4): NaN/inf values dropped, duplicate steps averaged, long series binned to
 ≤ `max_points` step bins; robust soft-L1 least squares in normalised units with a noise scale
 from first differences; starts from a (timescale, ζ) grid with the levels solved exactly, or
 from the previous fit (`warm=`); empirical-Bayes priors (fit_priors.py); Laplace covariance
@@ -103,7 +103,7 @@ class _Data:
     """The prepared series with what every stage needs, computed once."""
 
     series: Series
-    centres: np.ndarray  # steps and values of the centred moving average (DESIGN 2.4)
+    centres: np.ndarray  # steps and values of the centred moving average (docs/model.md §2.4)
     smooth: np.ndarray
     noise_sd: float
 

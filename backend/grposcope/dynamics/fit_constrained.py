@@ -1,4 +1,4 @@
-"""Hyperparameter-constrained fit: only p*, p0 and the curvature K are free (DESIGN 2.4).
+"""Hyperparameter-constrained fit: only p*, p0 and the curvature K are free (docs/model.md §2.4).
 
 Given lr, momentum (β1), K_ref and the optimiser, M, C and K_eff follow from K through the
 continuum coefficients of `continuum.continuum_coefficients`; the fitted K is the measured

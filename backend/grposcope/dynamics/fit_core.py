@@ -1,4 +1,4 @@
-"""The normalised least-squares problems behind `fit.fit_series` (DESIGN 2.4).
+"""The normalised least-squares problems behind `fit.fit_series` (docs/model.md §2.4).
 
 Units: x = (step − origin)/span (origin = training start, span = steps seen), y = (value −
 center)/scale. Oscillator parameters θ = [P*, P0, log T, log ζ (, t0/span)] with T = 1/(ω0·span)

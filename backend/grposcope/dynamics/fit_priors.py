@@ -1,7 +1,7 @@
 """Priors of the reward-curve fit and the forecast calibration, learned from real runs.
 
 Early in a run the data cannot pin down the plateau; an unregularised fit extrapolates wildly
-(DESIGN 2.4). The priors below enter the least-squares problem as extra residuals
+(docs/model.md §2.4). The priors below enter the least-squares problem as extra residuals
 (θ − mean)/sd, in the fit's normalised units: time in units of the steps seen so far (from
 training start), reward in units of the series' standard deviation.
 

@@ -1,4 +1,4 @@
-"""The deterministic damped-oscillator trajectory of the reward (DESIGN section 2.2).
+"""The deterministic damped-oscillator trajectory of the reward (docs/model.md §2.2).
 
 p(t) = p* + e(τ), τ = max(t − t0, 0), e(0) = e0 = p0 − p*, ė(0) = v0 (default 0).
 
@@ -109,7 +109,7 @@ def trajectory(
     p_star, p0 : fixed point and initial value of the metric.
     omega0 : natural frequency per step (> 0); zeta : damping ratio.
     t0 : the step at which the dynamics start (e(t0) = p0 − p*).
-    v0 : initial slope dp/dt at t0 (0: the inertial slow start of DESIGN 2.2).
+    v0 : initial slope dp/dt at t0 (0: the inertial slow start of docs/model.md §2.2).
     """
     if not omega0 > 0:
         raise ValueError(f"omega0 must be > 0, got {omega0!r}")
@@ -127,7 +127,7 @@ def single_exponential(
 
 
 def classify_regime(zeta: float) -> Regime:
-    """Regime of DESIGN 2.2 from ζ (C ≤ 0 ⇔ ζ ≤ 0 since M, K_eff > 0)."""
+    """Regime of docs/model.md §2.2 from ζ (C ≤ 0 ⇔ ζ ≤ 0 since M, K_eff > 0)."""
     if not np.isfinite(zeta) or zeta <= 0:
         return "unstable"
     if abs(zeta - 1.0) < CRITICAL_TOLERANCE:

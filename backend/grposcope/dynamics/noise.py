@@ -1,13 +1,14 @@
 """Split the scatter of the logged reward around the fitted curve into its two sources.
 
-DESIGN 2.4, last bullet. A logged step reward is the mean over the step's N = B·G completions
-(B prompts × G completions each). Around the deterministic curve it scatters for two reasons:
+docs/model.md §2.4, last bullet. A logged step reward is the mean over the step's N = B·G
+completions (B prompts × G completions each). Around the deterministic curve it scatters for two
+reasons:
 
 * sampling noise of that mean — even at a fixed policy, N finite draws give a mean with
   variance σ²/N, σ² the per-completion reward variance: reward_std² when the log has it (TRL
   logs the mean of the per-group stds), p(1 − p) for a binary reward at success rate p;
 * everything else, the "dynamical fluctuation": the policy's own wandering around the mean
-  path (DESIGN 2.2's Var(e)), plus — since TRL's reward_std is a within-group spread — the
+  path (docs/model.md §2.2's Var(e)), plus — since TRL's reward_std is a within-group spread — the
   difficulty spread between the prompts drawn at each step, which the log cannot separate
   from it (it shrinks as 1/B).
 

@@ -1,4 +1,4 @@
-"""Series preparation and fit-quality statistics shared by the fitters (DESIGN 2.4).
+"""Series preparation and fit-quality statistics shared by the fitters (docs/model.md §2.4).
 
 Kept apart from the optimisation code so each piece is small and testable on its own.
 """
@@ -86,7 +86,7 @@ def robust_noise(values: Array) -> float:
 
 
 def smoothing_width(n: int) -> int:
-    """w = max(3, n // 20), the DESIGN 2.4 smoothing width."""
+    """w = max(3, n // 20), the docs/model.md §2.4 smoothing width."""
     return max(3, n // 20)
 
 

@@ -1,10 +1,11 @@
 """What-if: the predicted run under other hyperparameters, holding the measured curvature K.
 
-K is the one quantity hyperparameters do not fix (DESIGN 2.1); the constrained fit measures it.
+K is the one quantity hyperparameters do not fix (docs/model.md §2.1): the constrained fit measures
+it.
 Changing lr, K_ref or β1 changes M, C and K_eff through the continuum coefficients, hence ω0,
 ζ, the regime, both stability margins and the trajectory. p* and p0 are kept (the fixed point
 is a property of the reward and the KL anchor, not of the optimiser). G changes only the
-stationary spread, as √(G/G') (Var ∝ 1/G, DESIGN 2.2); the mean path does not depend on G.
+stationary spread, as √(G/G') (Var ∝ 1/G, docs/model.md §2.2); the mean path does not depend on G.
 """
 
 from __future__ import annotations

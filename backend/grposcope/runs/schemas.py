@@ -18,7 +18,7 @@ MAX_STALE_FRACTION = 1e3
 
 
 class Hyperparameters(BaseModel):
-    """The hyperparameters the dynamics model needs (DESIGN 2.1); all optional."""
+    """The hyperparameters the dynamics model needs (docs/model.md §2.1); all optional."""
 
     model_config = ConfigDict(extra="allow", protected_namespaces=())
 
@@ -34,14 +34,14 @@ class Hyperparameters(BaseModel):
         None,
         ge=1,
         le=INT32_MAX,
-        description="Refresh interval in optimizer steps (DESIGN 2.1: K_ref).",
+        description="Refresh interval in optimizer steps (docs/model.md §2.1: K_ref).",
     )
     beta: float | None = Field(None, ge=0, allow_inf_nan=False, description="KL weight β.")
     epsilon: float | None = Field(None, ge=0, allow_inf_nan=False, description="Clip ε.")
     loss_type: Text | None = Field(None, max_length=40)
     scale_rewards: Text | None = Field(None, max_length=40)
     correction: Literal["none", "is", "is_clipped"] | None = Field(
-        None, description="Importance-sampling correction of stale samples (DESIGN 2.1)."
+        None, description="Importance-sampling correction of stale samples (docs/model.md §2.1)."
     )
     batch_size: int | None = Field(None, ge=1, le=INT32_MAX)
     world_size: int | None = Field(None, ge=1, le=INT32_MAX)
@@ -56,14 +56,15 @@ class Hyperparameters(BaseModel):
         allow_inf_nan=False,
         description="Curvature K (at most 1e12) measured before this run (a pilot run's "
         "constrained fit, a curvature probe, the bandit's Hessian): the predicted stability "
-        "margin uses it from the first step, before this run's own fit can measure K (DESIGN 2.1).",
+        "margin uses it from the first step, before this run's own fit can measure K "
+        "(docs/model.md §2.1).",
     )
     stale_fraction: float | None = Field(
         None,
         ge=0,
         le=MAX_STALE_FRACTION,
         allow_inf_nan=False,
-        description="Measured share of K that lags, K_s/K (DESIGN 2.1); without it the "
+        description="Measured share of K that lags, K_s/K (docs/model.md §2.1); without it the "
         "correction mode's default (1 for 'none', 0 for 'is' and 'is_clipped').",
     )
 

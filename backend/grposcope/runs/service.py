@@ -188,7 +188,7 @@ def resolve(session: Session, ref: str | int) -> Run:
 
 
 def run_detail(session: Session, run: Run) -> dict[str, Any]:
-    """The `grposcope runs show --json` shape (DESIGN section 4) plus config and keys."""
+    """The `grposcope runs show --json` shape (docs/model.md §4) plus config and keys."""
     latest = repo.latest_values(session, [run.id]).get(run.id, {})
     reward_key = pick_reward_key(latest.keys())
     n_steps = 0

@@ -40,7 +40,7 @@ def build_reward(api: Api, run: dict[str, Any]) -> dict[str, Any]:
     if reward_key:
         reward = api.series(run["id"], [reward_key], max_points=MAX_POINTS)[reward_key]
         fit = api.fit(run["id"])
-    # DESIGN 2.4's width, but at least 9 on screen: a fresh run's w=3 line is mostly noise.
+    # docs/model.md §2.4's width, but at least 9 on screen: a fresh run's w=3 line is mostly noise.
     window = max(analysis.smooth_window(len(reward["steps"])), 9)
     smooth = analysis.centred_average(analysis.floats(reward["values"]), window)
     if reward_key:
