@@ -11,6 +11,10 @@ python -m pip install -q torch==2.13.0
 python -m pip install -q -e ./trainer_plugin -e '.[test,demo]'
 ruff check .
 ruff format --check .
+# Types of the numerical core and the plugin (both ship py.typed), and the import contracts
+# (dashboard and plugin apart from the backend, a core without I/O, the layers): pyproject.toml.
+mypy
+lint-imports
 # The whole suite, including tests/deploy/test_wheel_install.py: the built wheels in a fresh venv
 # serve (migrations as package data) and demo without torch.
 python -m pytest -q -p no:cacheprovider "$@"

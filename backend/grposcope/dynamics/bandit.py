@@ -333,7 +333,9 @@ def simulate(
         p[t] = softmax(theta) @ r
         refresh = (t % k_) == 0
         theta_b[refresh] = theta[refresh]
-        counts = None if G is None else rng.multinomial(G, softmax(theta_b)).astype(float)
+        counts = None
+        if G is not None and rng is not None:  # rng is set whenever G is (checked above)
+            counts = rng.multinomial(G, softmax(theta_b)).astype(float)
         g, batch[t] = force(cfg, theta, theta_b, beta_, counts)
         vel = mu_ * vel + g
         theta = theta + lr_ * scale[t] * vel

@@ -63,28 +63,29 @@ def unit_response(s: ArrayLike, zeta: float) -> tuple[NDArray[np.float64], NDArr
 
     g falls from 1 to 0 for a stable oscillator: the fraction of the gap to p* still open.
     """
-    s = np.maximum(np.asarray(s, dtype=float), 0.0)
+    t: NDArray[np.float64] = np.maximum(np.asarray(s, dtype=float), 0.0)
     zeta = float(zeta)
     q = (zeta - 1.0) * (zeta + 1.0)
     if zeta > 1.0:
         # Overdamped, combined exponentials: slow rate k1 = 1/(ζ + r), fast rate k2 = ζ + r.
         r = math.sqrt(q)
         k1, k2 = 1.0 / (zeta + r), zeta + r
-        slow, fast = np.exp(-k1 * s), np.exp(-k2 * s)
-        x = q * s * s
+        slow, fast = np.exp(-k1 * t), np.exp(-k2 * t)
+        x = q * t * t
         small = np.abs(x) < _SERIES_LIMIT
-        h = np.empty_like(s)
-        # h = e^{-ζs}·sinh(rs)/r = e^{-k1 s}·(1 − e^{−2rs})/(2r); series where r·s is tiny.
-        h[~small] = slow[~small] * -np.expm1(-2.0 * r * s[~small]) / (2.0 * r)
-        ch_s, sh_s = _ch_sh(s[small], q)
-        h[small] = np.exp(-zeta * s[small]) * sh_s
-        ch = np.empty_like(s)
+        h = np.empty_like(t)
+        # h = e^{-ζs}·sinh(rs)/r = e^{-k1 s}·(1 − e^{−2rs})/(2r); series where r·s is tiny
+        # (t holds s as a float array).
+        h[~small] = slow[~small] * -np.expm1(-2.0 * r * t[~small]) / (2.0 * r)
+        ch_s, sh_s = _ch_sh(t[small], q)
+        h[small] = np.exp(-zeta * t[small]) * sh_s
+        ch = np.empty_like(t)
         ch[~small] = 0.5 * (slow[~small] + fast[~small])
-        ch[small] = np.exp(-zeta * s[small]) * ch_s
+        ch[small] = np.exp(-zeta * t[small]) * ch_s
         return ch + zeta * h, h
-    ch, sh = _ch_sh(s, q)
+    ch, sh = _ch_sh(t, q)
     with np.errstate(over="ignore", invalid="ignore"):
-        damp = np.exp(np.minimum(-zeta * s, _MAX_EXPONENT))
+        damp = np.exp(np.minimum(-zeta * t, _MAX_EXPONENT))
         g, h = damp * (ch + zeta * sh), damp * sh
     if zeta < 0:  # growing branch: keep a runaway finite rather than inf/nan
         g = np.clip(np.nan_to_num(g, nan=0.0), -_HUGE, _HUGE)

@@ -62,7 +62,7 @@ def bin_series(series: Series, max_points: int) -> Series:
         return series
     lo, hi = series.steps[0], series.steps[-1]
     idx = np.minimum(((series.steps - lo) / (hi - lo) * max_points).astype(int), max_points - 1)
-    w = np.bincount(idx, weights=series.weight, minlength=max_points)
+    w = np.bincount(idx, weights=series.weight, minlength=max_points).astype(np.float64)
     keep = w > 0
     s = np.bincount(idx, weights=series.steps * series.weight, minlength=max_points)[keep]
     v = np.bincount(idx, weights=series.values * series.weight, minlength=max_points)[keep]
