@@ -208,7 +208,7 @@ def test_json_contract() -> None:
     assert set(out["single_exponential"]) >= {"p_star", "p0", "rate", "r2", "r2_smoothed", "aic"}
     assert set(out["plateau"]) == {"value", "lo", "hi"}
     assert set(out["phases"]) == {"slow_start_end", "plateau_start"}
-    assert set(out["prediction"]) >= {"from", "to", "mean", "lo", "hi"}  # DESIGN keys
+    assert set(out["prediction"]) >= {"from", "to", "mean", "lo", "hi"}  # docs/model.md §4 keys
     assert out["prediction"]["method"] == "mix" and out["prediction"]["weights"]
     assert out["regime"] in {"overdamped", "critically_damped", "oscillatory", "unstable"}
     assert out["metric"] == "train/reward" and out["n_points"] == 399
