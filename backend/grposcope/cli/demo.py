@@ -11,7 +11,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--db", help="database URL (default: a fresh SQLite file in a temp folder)")
     p.add_argument("--trainer-steps", type=int, default=300,
-                   help="steps of the tiny GRPOTrainer run (0: none)")  # fmt: skip
+                   help="steps of the tiny GRPOTrainer run (0: none; needs the demo extra: "
+                        "pip install './trainer_plugin' '.[demo]')")  # fmt: skip
     p.add_argument("--no-bandits", action="store_true", help="skip the three bandit runs")
     p.set_defaults(handler=run)
 
