@@ -32,10 +32,11 @@ def replay(
     """Replay the orphaned runs of this server and token (or the `adopt`ed run directories);
     returns how many are left."""
     cfg = ClientConfig.resolve(url=url, token=token, spool_dir=spool_dir)
+    spools: list[RunSpool | None]  # None: an --adopt path that is not a spooled run
     if adopt:
         spools = [_adopted(Path(path)) for path in adopt]
     else:
-        spools = orphan_runs(keyed_root(cfg.spool_dir, cfg.url, cfg.token))
+        spools = [*orphan_runs(keyed_root(cfg.spool_dir, cfg.url, cfg.token))]
         legacy = legacy_runs(cfg.spool_dir)
         if legacy:
             sys.stdout.write(

@@ -198,7 +198,7 @@ class Run:
                 f"kept in {dead_letter}"
             )
         note = f" ({'; '.join(notes)})" if notes else ""
-        counts = dict(
+        counts: dict[str, Any] = dict(
             refused_values=sender.refused_values,
             dropped_values=sender.dropped_values,
             dead_letter=dead_letter,
