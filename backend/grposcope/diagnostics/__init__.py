@@ -1,4 +1,4 @@
-"""Failure-mode diagnostics (DESIGN section 3): pure rules over stored series, no I/O.
+"""Failure-mode diagnostics (docs/model.md §3): pure rules over stored series, no I/O.
 
 Every rule is re-evaluated over the whole stored history at each refit and the hysteresis is
 applied over step windows, so the outcome depends on the data only: a restarted worker, or a

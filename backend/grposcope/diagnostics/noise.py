@@ -2,7 +2,7 @@
 with the series' autocorrelation taken into account, estimated causally (from points 0..i).
 
 Why not σ/√w: the logged reward is a sampled batch mean (white noise) *plus* the fluctuation
-of the expected reward itself, which the dynamics correlates over many steps (DESIGN 2.2: the
+of the expected reward itself, which the dynamics correlates over many steps (model.md §2.2: the
 stationary fluctuation). First differences see the white part only, so σ_diff/√w understates
 how far a 10-step mean wanders on its own — a healthy run's slow wobble then reads as a
 "significant" fall. The batch-means estimate below measures the spread of w-point means of the

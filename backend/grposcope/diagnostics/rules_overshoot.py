@@ -1,4 +1,4 @@
-"""The oscillatory-fit form of dynamical_instability (DESIGN 3: "fitted ζ < 1 with overshoot").
+"""The oscillatory-fit form of dynamical_instability (model.md §3: "fitted ζ < 1, overshoot").
 
 A fitted ζ < 1 alone means little: on a noisy series the free fit often prefers a slightly
 underdamped curve, and a stable run with momentum really is underdamped. The note is raised

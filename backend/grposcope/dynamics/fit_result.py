@@ -1,6 +1,6 @@
 """The frozen result of `fit.fit_series` and its JSON form (the `grposcope fit --json` contract).
 
-The JSON keys of DESIGN section 4 are produced exactly; extra keys (`status`, `message`,
+The JSON keys of docs/model.md §4 are produced exactly; extra keys (`status`, `message`,
 `t0`, `first_step`, `last_step`, `steps_to_plateau`, `forecast`, and `noise` when the fit was
 given the sampling information) are additions the dashboard uses. Non-finite numbers become
 null so the output is valid JSON.

@@ -163,7 +163,7 @@ def fit_one(
 
 
 def sampling_for(run: Run, steps: np.ndarray, spread: tuple[np.ndarray, np.ndarray] | None) -> Any:
-    """What the log says about the sampling noise of the metric's step mean (DESIGN 2.4), or
+    """What the log says about the sampling noise of the metric's step mean (docs/model.md §2.4), or
     None: it needs the completions per optimizer step (`batch_size` from the callback) and a
     logged spread (`reward_std` for `reward`). A logged point covers `logging_steps` optimizer
     steps, read off the series' own step spacing, so its mean is over that many batches."""
