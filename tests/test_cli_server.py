@@ -98,3 +98,11 @@ def test_runs_show_prints_the_margins_at_a_supplied_curvature(live_server):
     text = cli("runs", "show", str(made.json()["id"]), env=env).stdout
     assert "fit: none yet" in text
     assert "at the supplied curvature K = 0.105 (stale share 1.52): margin exact -1.150" in text
+
+
+def test_client_commands_take_the_url_with_or_without_api_v1(live_server):
+    """The contract: server URLs may be given with or without a trailing /api/v1."""
+    env = {"GRPOSCOPE_TOKEN": live_server.admin_token}
+    for url in (live_server.url, live_server.url + "/api/v1", live_server.url + "/api/v1/"):
+        out = cli("runs", "list", "--json", env={**env, "GRPOSCOPE_URL": url})
+        assert isinstance(json.loads(out.stdout), list), url

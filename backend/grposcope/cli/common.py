@@ -37,9 +37,12 @@ def _finite(value: Any) -> Any:
 
 
 def api_settings(url: str | None = None, token: str | None = None) -> tuple[str, str | None]:
-    """The server URL and token for client commands: flags first, then the environment."""
-    url = url or os.environ.get("GRPOSCOPE_URL") or "http://127.0.0.1:8000"
+    """The server URL and token for client commands: flags first, then the environment. The
+    URL may be given with or without a trailing /api/v1 (the contract); it is returned without."""
+    url = (url or os.environ.get("GRPOSCOPE_URL") or "http://127.0.0.1:8000").rstrip("/")
     token = token or os.environ.get("GRPOSCOPE_TOKEN")
+    if url.endswith("/api/v1"):
+        url = url[: -len("/api/v1")]
     return url.rstrip("/"), token
 
 
