@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from concurrent.futures import ThreadPoolExecutor
 
 import anyio
 import pytest
@@ -40,7 +41,10 @@ class Upload:
             self.body += message.get("body", b"")
 
     def run(self, app) -> Upload:
-        anyio.run(app, self.scope, self.receive, self.send)
+        # On a thread of its own: the browser tests' sync Playwright keeps an event loop
+        # running on the main thread for the whole session, and anyio.run refuses to nest.
+        with ThreadPoolExecutor(1) as pool:
+            pool.submit(anyio.run, app, self.scope, self.receive, self.send).result()
         return self
 
 
