@@ -76,6 +76,19 @@ def api(db_url: str) -> Iterator[Api]:
         yield Api(client, **tokens)
 
 
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LiveServer]:
+    """A real `grposcope serve` subprocess, on SQLite and on the local Postgres (emptied)."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'served.db'}"
+    else:
+        url = request.getfixturevalue("postgres_url")
+        databases.truncate_all(url)
+    live = LiveServer(url, tmp_path / "server.log").start()
+    yield live
+    live.stop()
+
+
 @pytest.fixture
 def live_server(tmp_path: Path) -> Iterator[LiveServer]:
     """A real `grposcope serve` subprocess on SQLite; `.stop()`/`.start()` for fault tests."""

@@ -5,22 +5,6 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
-import pytest
-
-from tests.fixtures import databases
-from tests.fixtures.server import LiveServer
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def server(request, tmp_path):
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'c.db'}"
-    else:
-        url = request.getfixturevalue("postgres_url")
-        databases.truncate_all(url)
-    live = LiveServer(url, tmp_path / "server.log").start()
-    yield live
-    live.stop()
 
 
 def test_same_run_key_from_many_threads_gives_one_run(server):

@@ -8,24 +8,8 @@ import random
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
-import pytest
-
-from tests.fixtures import databases
-from tests.fixtures.server import LiveServer
 
 KEYS = [f"k{i}" for i in range(12)]
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def server(request, tmp_path):
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'w.db'}"
-    else:
-        url = request.getfixturevalue("postgres_url")
-        databases.truncate_all(url)
-    live = LiveServer(url, tmp_path / "server.log").start()
-    yield live
-    live.stop()
 
 
 def test_five_writers_with_overlapping_steps_on_one_run(server):
