@@ -126,3 +126,40 @@ def add_client_options(parser: Any) -> None:
         help=f"server URL, with or without /api/v1 (default: GRPOSCOPE_URL, else {DEFAULT_URL})",
     )
     parser.add_argument("--token", help="API token (default: GRPOSCOPE_TOKEN)")
+
+
+class ProgressBar:
+    """A progress bar on stderr for long commands (`bandit sweep`, `import`), drawn only when
+    stderr is a terminal: piped or redirected output stays clean for tools and logs.
+
+    Use as a context manager; advance by a count (``advance(n)``, e.g. records sent) or set
+    the position (``bar(done, total)``, the dynamics' ``Progress`` callback)."""
+
+    def __init__(self, desc: str, total: int | None = None, unit: str = "it") -> None:
+        from tqdm import tqdm
+
+        self._bar = tqdm(
+            total=total, desc=desc, unit=unit, file=sys.stderr, leave=False,
+            disable=not _is_terminal(sys.stderr), dynamic_ncols=True,
+        )  # fmt: skip
+
+    def advance(self, n: int = 1) -> None:
+        self._bar.update(n)
+
+    def __call__(self, done: int, total: int) -> None:
+        if self._bar.total != total:
+            self._bar.reset(total=total)
+        self._bar.update(done - self._bar.n)
+
+    def __enter__(self) -> ProgressBar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._bar.close()
+
+
+def _is_terminal(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # a replaced or closed stream
+        return False
