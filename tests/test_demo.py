@@ -10,6 +10,7 @@ import time
 import httpx
 import pytest
 
+from grposcope.demo.bandits import SCENARIOS
 from tests.fixtures.server import free_port
 
 
@@ -79,3 +80,49 @@ def _wait_for(probe, timeout):
             return state
         time.sleep(2)
     return state
+
+
+@pytest.mark.slow
+def test_the_demo_keeps_starting_runs_and_flags_the_unstable_one(tmp_path):
+    """A short demo (the bandits at 5x, no TRL run): after the first runs end, new ones are
+    live, and the warmup-unstable run has a critical dynamical_instability alert."""
+    port = free_port()
+    log = open(tmp_path / "demo.log", "wb")  # noqa: SIM115
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "grposcope.cli.main", "demo", "--port", str(port),
+         "--trainer-steps", "0", "--pace", "5"],
+        stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path,
+    )  # fmt: skip
+    try:
+        token = _login_token(tmp_path / "demo.log", proc)
+        headers = {"Authorization": f"Bearer {token}"}
+        base = f"http://127.0.0.1:{port}/api/v1"
+        seen = _wait_for(lambda: _rolling(base, headers), timeout=240)
+        assert seen.get("done"), seen
+        assert "critical" in seen["unstable_severities"], seen
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            log.close()
+
+
+def _rolling(base, headers):
+    runs = httpx.get(f"{base}/runs", headers=headers, timeout=10).json()["items"]
+    by_name = {r["name"]: r for r in runs}
+    unstable = by_name.get("bandit-warmup-unstable-kref24")
+    severities = []
+    if unstable is not None:
+        alerts = httpx.get(f"{base}/alerts", headers=headers, timeout=10,
+                           params={"run_id": unstable["id"], "kind": "dynamical_instability",
+                                   "limit": 100}).json()["items"]  # fmt: skip
+        severities = sorted({a["severity"] for a in alerts})
+    first_round = {s.name for s in SCENARIOS}
+    first_round_over = all(by_name.get(n, {}).get("status") == "finished" for n in first_round)
+    live_later = any(r["status"] == "running" for r in runs if r["name"] not in first_round)
+    done = first_round_over and live_later and "critical" in severities
+    return done, {"done": done, "runs": sorted(by_name), "unstable_severities": severities,
+                  "live_after_the_first_round": live_later}  # fmt: skip

@@ -6,19 +6,36 @@ import argparse
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("demo", help="serve plus live demo runs (a tiny GRPOTrainer and bandits)")
+    p = sub.add_parser(
+        "demo",
+        help="serve plus live demo runs (a tiny GRPOTrainer and bandits, "
+        "new ones starting for as long as it runs)",
+    )
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--db", help="database URL (default: a fresh SQLite file in a temp folder)")
     p.add_argument("--trainer-steps", type=int, default=300,
                    help="steps of the tiny GRPOTrainer run (0: none; needs the demo extra: "
                         "pip install './trainer_plugin' '.[demo]')")  # fmt: skip
-    p.add_argument("--no-bandits", action="store_true", help="skip the three bandit runs")
+    p.add_argument("--no-bandits", action="store_true", help="skip the bandit runs")
+    p.add_argument(
+        "--pace",
+        type=float,
+        default=1.0,
+        help="speed of the bandit runs, x times their 8 steps a second (default 1; each "
+        "scenario starts a new run shortly after its last one ends)",
+    )
     p.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     import logging
+    import math
+
+    from grposcope.cli.common import CliError
+
+    if not (math.isfinite(args.pace) and 0 < args.pace <= 100):
+        raise CliError(f"--pace must be > 0 and at most 100, got {args.pace}")
     import tempfile
 
     import uvicorn
@@ -47,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     print("Demo runs start streaming in a few seconds; Ctrl-C stops everything.", flush=True)
     trainer_log = f"{tmp.name}/trainer.log"
     feeders = DemoFeeders(settings.base_url, writer, args.trainer_steps, trainer_log,
-                          bandits=not args.no_bandits)  # fmt: skip
+                          bandits=not args.no_bandits, pace=args.pace)  # fmt: skip
     feeders.start()
     app = create_app(settings, migrate_on_start=False)
     try:

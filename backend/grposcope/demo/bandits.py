@@ -3,9 +3,11 @@
 the margins apply: one overdamped (K_ref = 1), one oscillatory (K_ref = 4), and one whose
 learning-rate warmup carries it past the exact stability threshold (K_ref = 24: stable below
 lr ≈ 0.32, unstable at its peak lr of 0.5). Its early, well-behaved rise measures the curvature
-K at the lr then in effect, so dynamical_instability is predicted from the margin at the peak lr
-long before the oscillation grows (around step 150) and the reward pins to a corner (around
-step 300). Needs only numpy and httpx: no torch.
+K at the lr then in effect; each run also brings the bandit's exact curvature (a pilot
+measurement, `brought_curvature`), so dynamical_instability is predicted, critical, from the
+margin at the peak lr long before the oscillation grows (around step 150) and the reward pins
+to a corner (around step 300). Each scenario runs again and again (`rolling_bandits`), so a
+demo always has live runs. Needs only numpy and httpx: no torch.
 """
 
 from __future__ import annotations
@@ -16,6 +18,10 @@ from dataclasses import dataclass
 import numpy as np
 
 BANDIT_STEPS = 400
+# The rolling schedule of `grposcope demo`: a run takes BANDIT_STEPS / 8 = 50 s; each scenario
+# starts again ROLL_PAUSE_S after its run ends, the three offset by ROLL_STAGGER_S.
+ROLL_PAUSE_S = 10.0
+ROLL_STAGGER_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -49,23 +55,55 @@ def bandit_trajectory(scenario: BanditScenario, seed: int, steps: int = BANDIT_S
     return cfg, scale, run(cfg, steps, seed=seed, lr_scale=scale)
 
 
-def stream_bandit(scenario: BanditScenario, seed: int, stop: threading.Event) -> None:
-    """Send one bandit run step by step at its pace, as a live trainer would."""
+def brought_curvature(cfg) -> dict[str, float]:  # type: ignore[no-untyped-def]
+    """The bandit's exact curvature at its fixed point and the share of it that lags, as a
+    run brings a curvature measured before it (hyperparameters ``curvature`` and
+    ``stale_fraction``): the predicted margin at the peak lr is then known from the first step.
+    The run's own fit still measures K from the reward curve, beside it; a measured K is noisy
+    (the warmup-unstable run's straddled the edge from seed to seed), the bandit's is not."""
+    from grposcope.dynamics.bandit import measure_stiffness
+
+    stiffness = measure_stiffness(cfg)
+    return {"curvature": stiffness.K, "stale_fraction": stiffness.stale_share(cfg.correction)}
+
+
+def stream_bandit(scenario: BanditScenario, seed: int, stop: threading.Event, *,
+                  name: str | None = None, pace: float = 1.0) -> None:  # fmt: skip
+    """Send one bandit run step by step at its pace (times ``pace``), as a live trainer would."""
     from grposcope_trainer import Run
 
     cfg, scale, trajectory = bandit_trajectory(scenario, seed)
     hyper = {"learning_rate": cfg.lr, "optimizer": "sgd", "momentum": cfg.momentum,
              "k_ref": cfg.k_ref, "steps_per_generation": cfg.k_ref, "num_iterations": 1,
              "num_generations": cfg.G, "beta": cfg.beta, "correction": cfg.correction,
-             "model_name": "softmax-bandit-2arm", "model_params": 2}  # fmt: skip
-    run = Run(project="bandit-lab", name=scenario.name, hyperparameters=hyper,
+             "model_name": "softmax-bandit-2arm", "model_params": 2,
+             **brought_curvature(cfg)}  # fmt: skip
+    run = Run(project="bandit-lab", name=name or scenario.name, hyperparameters=hyper,
               config={"demo": True, "seed": seed}, run_key=f"demo-{scenario.name}-{seed}",
               flush_timeout=5)  # fmt: skip
     rows = zip(trajectory.steps, trajectory.reward, trajectory.expected_reward, scale,
                strict=True)  # fmt: skip
     for step, reward, expected, factor in rows:
-        if stop.wait(1.0 / scenario.steps_per_second):
+        if stop.wait(1.0 / (scenario.steps_per_second * pace)):
             break
         run.log(int(step), {"reward": float(reward), "expected_reward": float(expected),
                             "learning_rate": cfg.lr * float(factor)})  # fmt: skip
     run.finish("finished")
+
+
+def rolling_bandits(index: int, stop: threading.Event, pace: float = 1.0) -> None:
+    """Scenario ``index`` again and again until ``stop``: a fresh run (new seed, name suffixed
+    -r2, -r3, …) a short pause after each one ends, so a demo opened at any time has live runs.
+    Scenario i first starts i·ROLL_STAGGER_S later than the first, so the runs end and start
+    at different times rather than all at once."""
+    scenario = SCENARIOS[index]
+    if stop.wait(index * ROLL_STAGGER_S / pace):
+        return
+    round_ = 0
+    while not stop.is_set():
+        seed = index + round_ * len(SCENARIOS)
+        name = scenario.name if round_ == 0 else f"{scenario.name}-r{round_ + 1}"
+        stream_bandit(scenario, seed, stop, name=name, pace=pace)
+        round_ += 1
+        if stop.wait(ROLL_PAUSE_S / pace):
+            return

@@ -3,7 +3,9 @@
 - a real tiny GRPOTrainer on the CPU (a subprocess running ``grposcope.demo.trainer``, so the
   training's CPU use never competes with the server's threads for the GIL), when the ``demo``
   extra (torch, transformers, trl) is installed; without it, one log line says how to add it;
-- three softmax-bandit runs (`grposcope.demo.bandits`), which need nothing beyond the server.
+- three softmax-bandit scenarios (`grposcope.demo.bandits`), which need nothing beyond the
+  server, each started again as its run ends: new runs keep streaming for as long as the demo
+  runs.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import sys
 import threading
 import time
 
-from grposcope.demo.bandits import SCENARIOS, stream_bandit
+from grposcope.demo.bandits import SCENARIOS, rolling_bandits
 
 log = logging.getLogger("grposcope.demo")
 
@@ -68,8 +70,9 @@ class DemoFeeders:
     """The demo's live runs; `start` once the server answers, `stop` on Ctrl-C."""
 
     def __init__(self, url: str, token: str, trainer_steps: int, log_path: str,
-                 bandits: bool = True) -> None:  # fmt: skip
+                 bandits: bool = True, pace: float = 1.0) -> None:  # fmt: skip
         self.url, self.token, self.trainer_steps, self.bandits = url, token, trainer_steps, bandits
+        self.pace = pace
         self.log_path = log_path
         self.stop_event = threading.Event()
         self.threads: list[threading.Thread] = []
@@ -93,8 +96,9 @@ class DemoFeeders:
                                              self.log_path)  # fmt: skip
         if not self.bandits:
             return
-        for seed, scenario in enumerate(SCENARIOS):
-            thread = threading.Thread(target=stream_bandit, args=(scenario, seed, self.stop_event),
+        for index, scenario in enumerate(SCENARIOS):
+            thread = threading.Thread(target=rolling_bandits,
+                                      args=(index, self.stop_event, self.pace),
                                       name=f"demo-{scenario.name}", daemon=True)  # fmt: skip
             thread.start()
             self.threads.append(thread)
