@@ -53,8 +53,9 @@ def announce(settings, token: str | None) -> None:  # type: ignore[no-untyped-de
         print("An admin token was created (shown once; keep it):", flush=True)
         print(f"  login: {base}/?token={token}", flush=True)
     else:
-        print(f"  open {base}/ and log in with a token "
-              "(new one: grposcope token create --team T --role admin)", flush=True)  # fmt: skip
+        print(f"  open {base}/ and log in with a token (new one: grposcope token create "
+              f"--db {_redact(settings.database_url)} --team T --role admin)",
+              flush=True)  # fmt: skip
     print(f"  API docs: {base}/docs", flush=True)
 
 
