@@ -133,6 +133,10 @@ def test_an_unset_grposcope_url_is_named():
     out = cli("runs", "list", env={"GRPOSCOPE_TOKEN": "gs_x"}, drop=("GRPOSCOPE_URL",))
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert "GRPOSCOPE_URL is not set" in out.stderr and "http://127.0.0.1:8000" in out.stderr
+    # neither set: the token is asked for first, and the URL named too
+    out = cli("runs", "list", drop=("GRPOSCOPE_URL", "GRPOSCOPE_TOKEN"))
+    assert out.returncode == 2 and "GRPOSCOPE_TOKEN" in out.stderr
+    assert "GRPOSCOPE_URL is not set either" in out.stderr
     # set, the message names where the URL came from instead
     out = cli("runs", "list", env={"GRPOSCOPE_TOKEN": "gs_x", "GRPOSCOPE_URL": "127.0.0.1:9"})
     assert "(GRPOSCOPE_URL)" in out.stderr and "not set" not in out.stderr

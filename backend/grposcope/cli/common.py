@@ -73,7 +73,10 @@ class ApiClient:
         self.url, token = api_settings(url, token)
         self._source = url_source(url)
         if not token:
-            raise CliError("no token: set GRPOSCOPE_TOKEN (or pass --token)")
+            unset_url = "" if url or os.environ.get("GRPOSCOPE_URL") else (
+                f"; GRPOSCOPE_URL is not set either (the default is {DEFAULT_URL})"
+            )  # fmt: skip
+            raise CliError(f"no token: set GRPOSCOPE_TOKEN (or pass --token){unset_url}")
         self._http = httpx.Client(
             base_url=self.url + "/api/v1",
             headers={"Authorization": f"Bearer {token}"},
