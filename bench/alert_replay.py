@@ -81,11 +81,15 @@ def gain_after(run: Run, step: int) -> float:
 
 
 def half_lost_step(run: Run) -> int | None:
+    """First step from which the reward's trailing 5-point level stays at or below half its gain
+    (start level + ½ (peak − start)) to the end of the run: a dip that recovers is noise, not a
+    loss. The start is the level of the first point, the peak the highest level before the end."""
     level = trailing_mean(run.values, 5)
-    start, peak_i = level[4], int(np.argmax(level))
+    start, peak_i = level[0], int(np.argmax(level))
     half = start + 0.5 * (level[peak_i] - start)
-    after = np.flatnonzero(level[peak_i:] <= half)
-    return int(run.steps[peak_i + after[0]]) if after.size else None
+    above = np.flatnonzero(level[peak_i:] > half)
+    i = peak_i + (int(above[-1]) + 1 if above.size else 0)
+    return int(run.steps[i]) if i < run.values.size else None
 
 
 def first_zero(run: Run) -> int | None:
