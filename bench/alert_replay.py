@@ -16,8 +16,9 @@ after it (in run-σ), and alerts per 200 steps on the runs that did not fail.
 scores the collapse, flat-line and precursor thresholds leave-one-family-out: for each family,
 the setting of a small grid with the lowest cost on the *other* families (10 per failing run
 with no dynamical_instability alert, 5 per collapse that never turned critical, 10 per critical
-on a run that did not fail, 1 per warning per 200 steps there; ties go to the quieter setting) is replayed on the held-out family, and the held-out totals are printed
-beside the shipped defaults'.
+on a run that did not fail, 1 per warning per 200 steps there; ties go to the quieter setting)
+is replayed on the held-out family, and the held-out totals are printed beside the shipped
+defaults'.
 """
 
 from __future__ import annotations
@@ -161,16 +162,17 @@ def lofo(runs: list[Run]) -> None:
         held.extend((runs[i], outcome[best][i]) for i in mine)
         print(f"  {fam}: {settings[best]}")
     shipped = settings.index({k: base[k] for k in LOFO_GRID})
-    for name, rows in (("held out", held),
-                       ("shipped defaults", list(zip(runs, outcome[shipped], strict=True)))):  # fmt: skip
+    shipped_rows = list(zip(runs, outcome[shipped], strict=True))
+    for name, rows in (("held out", held), ("shipped defaults", shipped_rows)):
         fail = [(r, o) for r, o in rows if label(r.name) == "failing"]
         quiet = [(r, o) for r, o in rows if label(r.name) != "failing"]
         steps = sum(float(r.steps[-1] - r.steps[0] + 1) for r, _ in quiet)
+        warn = sum(o[2] for _, o in quiet)
         crit = sum(bool(o[1]) for r, o in fail if FAILING.get(r.name, (0, ""))[1] == "collapse")
         print(f"{name}: failing runs flagged {sum(o[0] for _, o in fail)}/{len(fail)} "
               f"(collapses critical {crit}/2), "
-              f"critical on runs that did not fail {sum(o[1] for _, o in quiet)}, instability warnings per "
-              f"200 steps there {200 * sum(o[2] for _, o in quiet) / steps:.2f}")  # fmt: skip
+              f"critical on runs that did not fail {sum(o[1] for _, o in quiet)}, "
+              f"instability warnings per 200 steps there {200 * warn / steps:.2f}")  # fmt: skip
 
 
 def main() -> int:
