@@ -54,8 +54,8 @@ def test_runs_that_did_not_fail_get_no_critical_and_few_warnings(replayed) -> No
 
 def test_no_stop_advice_is_followed_by_a_real_gain(replayed) -> None:
     replay_mod, _ = _bench()
-    wrong = [(r["run"].name, e[1]) for r in replayed for e in r["episodes"]
-             if e[0] == "plateau_reached" and replay_mod.gain_after(r["run"], e[1]) >= 0.5]  # fmt: skip
+    stops = [(r["run"], e[1]) for r in replayed for e in r["episodes"] if e[0] == "plateau_reached"]
+    wrong = [(run.name, step) for run, step in stops if replay_mod.gain_after(run, step) >= 0.5]
     assert wrong == []
 
 
