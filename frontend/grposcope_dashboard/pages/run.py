@@ -63,17 +63,24 @@ def layout(run_id: str | None = None, **_: str) -> html.Div:
             dcc.Interval(id="run-tick", interval=LIVE_MS),
             dcc.Interval(id="run-slow-tick", interval=run_slow.SLOW_MS),
             panels.header(run),
-            dbc.Row(panels.summary(fit, built["latest"]), id="run-summary", className="g-2 mb-3"),
+            dbc.Row(
+                panels.summary(fit, built["latest"], run.get("alerts") or []),
+                id="run-summary",
+                className="g-2 mb-3",
+            ),
             dbc.Row(
                 [dbc.Col(_reward_card(built), lg=8), dbc.Col(_stability_card(run, fit), lg=4)],
                 className="g-3 mb-3",
             ),
             _card(
                 "Diagnostics",
-                dcc.Loading(
-                    dcc.Graph(id="run-diag", figure=_loading_figure(), config=GRAPH_CONFIG),
-                    delay_show=300,
-                ),
+                [
+                    dcc.Loading(
+                        dcc.Graph(id="run-diag", figure=_loading_figure(), config=GRAPH_CONFIG),
+                        delay_show=300,
+                    ),
+                    html.Div(id="run-diag-missing", className="small text-muted"),
+                ],
                 tip_key="frac_zero_std",
             ),
             dbc.Row(
@@ -134,7 +141,7 @@ def _stability_card(run: dict[str, Any], fit: dict[str, Any] | None) -> dbc.Card
             ),
         ]
     )
-    stability = panels.stability(fit, run.get("supplied_curvature"))
+    stability = panels.stability(fit, run.get("supplied_curvature"), run.get("alerts") or [])
     body = [html.Div(stability, id="run-stability"), whatif]
     return _card("Stability", body)
 
@@ -184,6 +191,7 @@ clientside_callback(
 @callback(
     Output("run-diag", "figure"),
     Output("run-diag-state", "data"),
+    Output("run-diag-missing", "children"),
     Input("run-diag-go", "data"),
     State("run-xy", "data"),
     prevent_initial_call=True,
@@ -196,8 +204,9 @@ def load_diagnostics(init: dict[str, Any] | None, xy: dict[str, Any] | None) -> 
     try:
         built = run_data.build_diagnostics(api, init, xy)
     except ApiError as exc:
-        return figures.empty_figure(f"Diagnostics unavailable: {exc.detail}"), {"ready": False}
-    return built["fig"], built["state"]
+        failed = figures.empty_figure(f"Diagnostics unavailable: {exc.detail}")
+        return failed, {"ready": False}, None
+    return built["fig"], built["state"], built["missing"]
 
 
 @callback(
@@ -276,6 +285,12 @@ def _patch_diagnostics(
             _extend(patch, index, steps, figures.plot_values(values))
         elif trace_key == figures.IID and reward_key in fresh and group:
             _extend(patch, index, fresh[reward_key][0], figures.iid_curve(smooth_new, group))
+        elif trace_key == figures.ROLLING and figures.ZERO_STD in fresh:
+            steps, values = fresh[figures.ZERO_STD]
+            share, diag["roll_tail"] = analysis.extend_trailing(
+                diag.get("roll_tail") or [], values, diag.get("roll_window") or 9
+            )
+            _extend(patch, index, steps, share)
     for k in diag["keys"]:
         if k in fresh:
             diag["last"][k] = fresh[k][0][-1]
@@ -328,8 +343,10 @@ def whatif(lr: Any, k_ref: Any, beta1: Any, group: Any, state: dict[str, Any]) -
         return no_update, dbc.Alert(exc.detail, color="warning", className="small p-2")
     patch = Patch()
     xs, ys = analysis.curve_of(payload)
+    bounds = tuple(state["bounds"]) if state.get("bounds") else None
     patch["data"][figures.R_WHATIF]["x"] = xs
-    patch["data"][figures.R_WHATIF]["y"] = figures.plot_values(ys)
+    # A bounded reward can't be predicted past its range (a 0/1 reward at 5.5).
+    patch["data"][figures.R_WHATIF]["y"] = figures.plot_values(figures.clip(ys, bounds))  # type: ignore[arg-type]
     return patch, panels.whatif_result(payload)
 
 
