@@ -656,3 +656,46 @@ def forecast_evolution_figure(
     fig.update_xaxes(title_text="step the forecast was made at")
     fig.update_yaxes(title_text="forecast plateau")
     return base_layout(fig, height=300)
+
+
+# -- metric explorer ---------------------------------------------------------------------------
+
+MAX_EXPLORER_KEYS = 6  # panels stacked on one step axis; more are unreadable at page width
+
+
+def default_metrics(keys: Sequence[str], reward_key: str | None) -> list[str]:
+    """What the explorer opens with: the series a GRPO practitioner looks at after the reward
+    (completion length, KL, entropy, the learning rate), those the run logged."""
+    wanted = ("completions/mean_length", "completion_length", "kl", "entropy", "learning_rate")
+    have = set(keys)
+    return [k for k in wanted if k in have and k != reward_key][:3]
+
+
+def metrics_figure(keys: Sequence[str], series: Mapping[str, Any]) -> go.Figure:
+    """One panel per picked series, stacked on a shared step axis (zoom one, all follow)."""
+    from plotly.subplots import make_subplots
+
+    keys = list(keys)[:MAX_EXPLORER_KEYS]
+    if not keys:
+        return empty_figure("Pick one or more series above to chart them.", height=200)
+    fig = make_subplots(
+        rows=len(keys), cols=1, shared_xaxes=True, vertical_spacing=0.04, subplot_titles=keys
+    )
+    for i, key in enumerate(keys):
+        data = series.get(key) or {"steps": [], "values": []}
+        color = PALETTE[i % len(PALETTE)]
+        fig.add_trace(
+            go.Scatter(
+                x=list(data["steps"]),
+                y=plot_values(data["values"]),
+                mode="lines+markers" if len(data["steps"]) < 60 else "lines",
+                name=key,
+                line={"color": color, "width": 1.5},
+                marker={"size": 3, "color": color},
+            ),
+            row=i + 1,
+            col=1,
+        )
+    fig.update_xaxes(title_text="step", row=len(keys), col=1)
+    fig.update_annotations(font_size=12)
+    return base_layout(fig, height=90 + 170 * len(keys), showlegend=False)

@@ -83,6 +83,7 @@ def layout(run_id: str | None = None, **_: str) -> html.Div:
                 ],
                 tip_key="frac_zero_std",
             ),
+            _metrics_card(run),
             dbc.Row(
                 [
                     dbc.Col(
@@ -123,6 +124,29 @@ def _reward_card(built: dict[str, Any]) -> dbc.Card:
         className="small text-muted",
     )
     return _card(f"Reward — {built['state']['reward_key'] or 'waiting for data'}", [graph, legend])
+
+
+def _metrics_card(run: dict[str, Any]) -> dbc.Card:
+    """The metric explorer: any logged series, several at once, on one step axis."""
+    keys = run.get("metric_keys") or []
+    picker = dcc.Dropdown(
+        id="run-metric-pick",
+        options=keys,
+        value=figures.default_metrics(keys, run_data.reward_key_of(run)),
+        multi=True,
+        placeholder="Pick series to chart (completion length, KL, each reward function, lr…)",
+    )
+    graph = dcc.Graph(
+        id="run-metrics",
+        figure=figures.empty_figure("Loading…", height=200),
+        config=GRAPH_CONFIG,
+    )
+    note = html.Div(
+        f"Up to {figures.MAX_EXPLORER_KEYS} series, downsampled by the server like the reward; "
+        "they refresh every few seconds on a live run.",
+        className="small text-muted",
+    )
+    return _card("Metrics", [picker, dcc.Loading(graph, delay_show=300), note])
 
 
 def _stability_card(run: dict[str, Any], fit: dict[str, Any] | None) -> dbc.Card:
@@ -321,6 +345,31 @@ def _rebuild(api: api_client.Api, state: dict[str, Any]) -> tuple:
         {**run_data.diag_init(run), "reload": last},
         built["xy"],
     )
+
+
+@callback(
+    Output("run-metrics", "figure"),
+    Input("run-metric-pick", "value"),
+    Input("run-diag-go", "data"),
+    Input("run-slow-tick", "n_intervals"),
+    State("run-state", "data"),
+    prevent_initial_call=True,
+)
+def metrics(keys: list[str] | None, _: Any, __: Any, state: dict[str, Any]) -> Any:
+    """The picked series, first read once the reward chart is drawn (``run-diag-go``, like
+    the diagnostics); re-read on the slow tick only while something is picked."""
+    keys = list(keys or [])[: figures.MAX_EXPLORER_KEYS]
+    if not keys and dash.ctx.triggered_id == "run-slow-tick":
+        raise PreventUpdate
+    try:
+        series = (
+            api_client.client().series(state["run_id"], keys, max_points=run_data.MAX_POINTS)
+            if keys
+            else {}
+        )
+    except ApiError as exc:
+        return figures.empty_figure(f"Series unavailable: {exc.detail}", height=200)
+    return figures.metrics_figure(keys, series)
 
 
 @callback(
