@@ -157,6 +157,11 @@ def reward_bounds(values: Sequence[Any]) -> tuple[float, float] | None:
     return (0.0, 1.0) if xs and min(xs) >= 0.0 and max(xs) <= 1.0 else None
 
 
+def stored_bounds(value: Any) -> tuple[float, float] | None:
+    """:func:`reward_bounds` back from a dcc.Store (JSON made the tuple a list)."""
+    return (float(value[0]), float(value[1])) if value else None
+
+
 def fit_shapes(
     fit: Mapping[str, Any] | None,
     x_range: tuple[float, float],
@@ -275,11 +280,13 @@ def x_extent(
     """The x range of the reward chart: from the first step to the run's planned end
     (``max_steps``) when known, else to the forecast horizon; never short of the data."""
     xs = [to_float(s) for s in steps]
+    grid = analysis.curve_of((fit or {}).get("forecast"))[0]
+    xs += [to_float(s) for s in grid[:1]]
     end = to_float(max_steps)
     if math.isfinite(end) and end > 0:
         xs.append(end)
     else:
-        xs += [to_float(s) for s in analysis.curve_of((fit or {}).get("forecast"))[0][-1:]]
+        xs += [to_float(s) for s in grid[-1:]]
     xs = [x for x in xs if math.isfinite(x)]
     return (min(xs), max(xs)) if xs else (0.0, 1.0)
 

@@ -10,7 +10,7 @@ import dash_bootstrap_components as dbc
 from dash import html
 
 from grposcope_dashboard.analysis import flatten
-from grposcope_dashboard.components import story
+from grposcope_dashboard.components import evidence, story
 from grposcope_dashboard.components.common import stat, tip
 from grposcope_dashboard.formatting import (
     DASH,
@@ -60,8 +60,12 @@ def summary(
     with a critical instability alert open reads "unstable", not the earlier curve's regime."""
     fit = fit or {}
     unstable = story.unstable_episode(alerts)
-    plateau = fit.get("plateau") or {}
+    # the margin the open critical alert was raised on, where it has one: the latest fit of
+    # a blown-up run can read "far from the edge" on the curve before the blow-up
+    alert_margin = ((unstable or {}).get("evidence") or {}).get("margin_exact")
     cons = fit.get("constrained") or {}
+    margin = alert_margin if alert_margin is not None else cons.get("margin_exact")
+    plateau = fit.get("plateau") or {}
     compute = fit.get("compute") or {}
     wasted = compute.get("wasted_steps", compute.get("wasted_so_far"))
     cards = [
@@ -83,8 +87,9 @@ def summary(
         stat(tip("Damping ζ", "zeta"), num((fit.get("oscillator") or {}).get("zeta"))),
         stat(
             tip("Margin (exact)", "margin_exact"),
-            signed(cons.get("margin_exact")),
-            color=margin_level(cons.get("margin_exact")),
+            signed(margin),
+            color=margin_level(margin),
+            sub="at the instability alert" if alert_margin is not None else None,
         ),
         stat("R² (smoothed)", num((fit.get("oscillator") or {}).get("r2_smoothed"), 2)),
     ]
@@ -308,8 +313,7 @@ def alert_timeline(alerts: list[Mapping[str, Any]]) -> html.Div:
                             html.Span(when, className="text-muted small"),
                         ]
                     ),
-                    html.Div(a.get("message", ""), className="small"),
-                    evidence(a.get("evidence") or {}),
+                    evidence.block(a),
                 ],
                 className="alert-item",
             )
@@ -325,30 +329,13 @@ def alert_timeline(alerts: list[Mapping[str, Any]]) -> html.Div:
     return dbc.ListGroup(items, flush=True, id="run-alert-list")
 
 
-def evidence(ev: Mapping[str, Any]) -> html.Div | None:
-    if not ev:
-        return None
-    flat = flatten(ev)
-    cells = [
-        html.Span([html.Span(k, className="text-muted"), " ", _value(v)], className="me-3 small")
-        for k, v in list(flat.items())[:12]
-    ]
-    return html.Div(cells, className="evidence")
-
-
-def _value(v: Any) -> str:
-    if isinstance(v, (int, float, str)) and not isinstance(v, bool):
-        return num(v) if not isinstance(v, str) or v in ("NaN", "Infinity", "-Infinity") else v
-    return json.dumps(v)[:80]
-
-
 def hyper_table(run: Mapping[str, Any]) -> html.Div:
     hyper = run.get("hyperparameters") or {}
     rows = [
         html.Tr(
             [
                 html.Td(k, className="text-muted"),
-                html.Td(params(v) if k == "model_params" else _value(v)),
+                html.Td(params(v) if k == "model_params" else evidence.value(v)),
             ]
         )
         for k, v in sorted(hyper.items())

@@ -95,7 +95,7 @@ def unstable_banner(alert: Mapping[str, Any]) -> html.Div:
     """The run's state at its end, above the fit's verdict (which describes the curve)."""
     ev = alert.get("evidence") or {}
     margin = ev.get("margin_exact")
-    parts = [
+    parts: list[Any] = [
         html.B("Unstable", className="text-danger"),
         f" since step {step(alert.get('opened_step'))}: a critical instability alert is open",
     ]

@@ -139,7 +139,7 @@ def load_runs(
 def _load_run(api: api_client.Api, run_id: int, metric: str | None) -> dict[str, Any]:
     run = api.run(run_id)
     key = run.get("reward_key")
-    empty = {"steps": [], "values": []}
+    empty: dict[str, list] = {"steps": [], "values": []}
     wanted = [k for k in (key, metric) if k and k in (run.get("metric_keys") or [key])]
     series = api.series(run_id, sorted(set(wanted))) if wanted else {}
     run["fit"] = api.fit(run_id) or run.get("fit")

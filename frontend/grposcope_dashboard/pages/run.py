@@ -392,10 +392,10 @@ def whatif(lr: Any, k_ref: Any, beta1: Any, group: Any, state: dict[str, Any]) -
         return no_update, dbc.Alert(exc.detail, color="warning", className="small p-2")
     patch = Patch()
     xs, ys = analysis.curve_of(payload)
-    bounds = tuple(state["bounds"]) if state.get("bounds") else None
+    bounds = figures.stored_bounds(state.get("bounds"))
     patch["data"][figures.R_WHATIF]["x"] = xs
     # A bounded reward can't be predicted past its range (a 0/1 reward at 5.5).
-    patch["data"][figures.R_WHATIF]["y"] = figures.plot_values(figures.clip(ys, bounds))  # type: ignore[arg-type]
+    patch["data"][figures.R_WHATIF]["y"] = figures.plot_values(figures.clip(ys, bounds))
     return patch, panels.whatif_result(payload)
 
 

@@ -72,13 +72,13 @@ def slow(_: int, state: dict[str, Any], slow_state: dict[str, Any]) -> tuple:
 def fit_patch(fit: dict[str, Any] | None, state: dict[str, Any], alerts: list) -> Patch:
     """Replace the fit, band and forecast traces and the shapes; observed points stay."""
     patch = Patch()
-    bounds = tuple(state["bounds"]) if state.get("bounds") else None
+    bounds = figures.stored_bounds(state.get("bounds"))
     max_steps = state.get("max_steps")
-    for index, (xs, ys) in figures.fit_curves(fit, bounds, max_steps).items():  # type: ignore[arg-type]
+    for index, (xs, ys) in figures.fit_curves(fit, bounds, max_steps).items():
         patch["data"][index]["x"] = xs
         patch["data"][index]["y"] = figures.plot_values(ys)
     lasts = [s for s in state["last"].values() if s is not None and s >= 0]
     first = (fit or {}).get("first_step", 0) or 0
     x_range = figures.x_extent([first, max(lasts, default=first)], fit, max_steps)
-    patch["layout"]["shapes"] = figures.fit_shapes(fit, x_range, alerts, bounds)  # type: ignore[arg-type]
+    patch["layout"]["shapes"] = figures.fit_shapes(fit, x_range, alerts, bounds)
     return patch
