@@ -615,9 +615,9 @@ def forecast_evolution_figure(
         only = rows[-1]
         plateau = only["plateau"]
         return empty_figure(
-            f"One forecast so far (made at step {only.get('step')}: plateau "
-            f"{num(plateau.get('value'))}). The history needs fits at two or more steps,"
-            "<br>which a live run gets as it trains; an imported run is fitted once.",
+            f"One forecast so far (step {only.get('step')}: plateau {num(plateau.get('value'))})."
+            "<br>A history needs fits at two or more steps: a live run gets them"
+            "<br>as it trains; an imported run is fitted once.",
             height=300,
         )
     x = [f["step"] for f in rows]

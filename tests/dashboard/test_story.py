@@ -45,6 +45,10 @@ def test_a_run_that_blew_up_reads_unstable_whatever_the_earlier_fit_says():
     cards = repr(run_panels.summary(fit, 0.1, [critical]))
     assert "children='unstable'" in cards and "children='overdamped'" not in cards
     assert "−0.21" in cards and "+0.73" not in cards  # the alert's margin, as the panel says
+    assert "Far from the stability edge" not in panel  # the fit's +0.73 is not the verdict
+    silent = {**critical, "evidence": {"non_finite": {"step": 230}}}  # no margin in evidence
+    cards = repr(run_panels.summary(fit, 0.1, [silent]))
+    assert "past the edge" in cards and "unstable since step 220" in cards
     resolved = {**critical, "state": "resolved"}
     assert "Unstable" not in repr(run_panels.stability(fit, None, [resolved]))
     warning = {**critical, "severity": "warning"}
@@ -63,6 +67,10 @@ def test_evidence_reads_as_one_sentence_with_its_numbers():
               "evidence": {"collapse": {"fall": 0.5, "fall_sigmas": 7.0}}}  # fmt: skip
     assert "reward fall 0.5" in evidence.sentence(nested)
     assert "excess" in repr(evidence.details(alert["evidence"]))  # all values, one click away
+    late = {**alert, "message": "(recorded after the fact) advantage_degeneracy"}
+    assert evidence.sentence(late).startswith(
+        "Advantage degeneracy, recorded after the fact: share of groups with identical"
+    )
 
 
 SCHEMA = [

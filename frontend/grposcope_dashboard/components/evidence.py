@@ -57,13 +57,20 @@ PHRASES: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
     ("seconds_since_data", "seconds without data", step),
 )
 MAX_NUMBERS = 4
+AFTER_THE_FACT = "(recorded after the fact)"  # alerts/lifecycle.py's prefix
 
 
 def sentence(alert: Mapping[str, Any]) -> str:
     """'The run is … unstable: exact stability margin −0.21, continuum margin −0.05 (steps
     180–220).' — the message, its first few numbers in words, and the step window."""
     ev = flatten(alert.get("evidence") or {})
-    message = str(alert.get("message") or alert.get("kind", "alert")).rstrip(".")
+    kind = str(alert.get("kind") or "alert")
+    message = str(alert.get("message") or kind).rstrip(".")
+    late = message.startswith(AFTER_THE_FACT)
+    if late:  # an episode seen only once it had closed: its message is just the kind
+        message = message.removeprefix(AFTER_THE_FACT).strip()
+        message = (kind if message == kind else message).replace("_", " ")
+        message += ", recorded after the fact"
     numbers = [
         f"{words} {fmt(ev[key])}"
         for key, words, fmt in PHRASES

@@ -87,9 +87,9 @@ def summary(
         stat(tip("Damping ζ", "zeta"), num((fit.get("oscillator") or {}).get("zeta"))),
         stat(
             tip("Margin (exact)", "margin_exact"),
-            signed(margin),
-            color=margin_level(margin),
-            sub="at the instability alert" if alert_margin is not None else None,
+            signed(margin) if alert_margin is not None or not unstable else "past the edge",
+            color=margin_level(margin) if not unstable else "danger",
+            sub=f"unstable since step {step(unstable.get('opened_step'))}" if unstable else None,
         ),
         stat("R² (smoothed)", num((fit.get("oscillator") or {}).get("r2_smoothed"), 2)),
     ]
@@ -133,7 +133,11 @@ def stability(
                 html.B(signed(cons.get("margin_continuum"))),
             ]
         ),
-        html.Div(margin_sentence(cons.get("margin_exact", cons.get("margin_continuum")))),
+        html.Div(
+            story.fitted_margin_caveat(unstable)
+            if unstable
+            else margin_sentence(cons.get("margin_exact", cons.get("margin_continuum")))
+        ),
         html.Div(_zeta_line(zeta, cons.get("zeta_exact"))),
         html.Div(story.regime_line(fit), id="run-regime"),
     ]

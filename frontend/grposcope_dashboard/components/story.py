@@ -105,3 +105,11 @@ def unstable_banner(alert: Mapping[str, Any]) -> html.Div:
         ". The fit below describes the curve before the blow-up; the run has not recovered."
     )
     return html.Div(parts, className="mb-2 unstable-banner", id="run-unstable")
+
+
+def fitted_margin_caveat(alert: Mapping[str, Any]) -> str:
+    """What the fitted margin means once the run blew up: the model of the earlier curve."""
+    return (
+        f"These margins are the model of the curve before step {step(alert.get('opened_step'))}; "
+        "the run is past the edge now (see its critical alert)."
+    )
