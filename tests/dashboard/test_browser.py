@@ -14,6 +14,7 @@ from tests.dashboard.browser_support import (
     Api,
     Feeder,
     ingest_whole_run,
+    pick,
     shot,
     wait_until,
 )
@@ -75,7 +76,7 @@ def test_run_page_chart_gains_points_without_reload(dash_server: Any, page: Any)
     api = _writer(dash_server, "ml")
     run_id = api.create_run("gsm8k", "live-chart", learning_rate=1e-6, momentum=0.9,
                             num_generations=8, k_ref=4, optimizer="adamw",
-                            model_params=494_032_768)  # fmt: skip
+                            model_params=494_032_768, config={"max_steps": 400})  # fmt: skip
     ingest_whole_run(api, run_id, 120)
     feeder = Feeder(api, run_id, start=121)
     feeder.start()
@@ -93,11 +94,37 @@ def test_run_page_chart_gains_points_without_reload(dash_server: Any, page: Any)
         wait_until(lambda: page.evaluate(DIAG_JS) > diag, 20, "new diagnostics points")
         last_step = int(page.locator("#run-last-step").inner_text().replace(",", ""))
         assert last_step > 120
+        _check_charts_and_explorer(page)
         _check_whatif(page)
         page.wait_for_timeout(4000)  # let a fit land for the screenshot
         shot(page, "run", full_page=True)
     finally:
         feeder.stop()
+
+
+TRACES_JS = "(sel) => { const g = document.querySelector(sel + ' .js-plotly-plot');" \
+            " return g && g.data ? g.data.length : -1; }"  # fmt: skip
+
+
+def _check_charts_and_explorer(page: Any) -> None:
+    """The axis spans the run to max_steps; never-logged diagnostics are one line, not blank
+    panels; zero-std is a rolling share beside its i.i.d. prediction; the metric explorer
+    charts any logged series, several at once."""
+    x_end = page.evaluate("() => document.querySelector('#run-reward .js-plotly-plot')"
+                          "._fullLayout.xaxis.range[1]")  # fmt: skip
+    assert x_end == 400
+    missing = page.locator("#run-diag-missing")
+    missing.get_by_text("eval_strategy").wait_for()
+    titles = page.locator("#run-diag .gtitle, #run-diag .annotation-text").all_text_contents()
+    assert not any("not logged" in t for t in titles)
+    assert any("i.i.d. prediction at G = 8" in t for t in titles), titles
+    # the explorer opens on KL and entropy (what this run logged of the defaults) …
+    wait_until(lambda: page.evaluate(TRACES_JS, "#run-metrics") == 2, 30, "two explorer panels")
+    # … and takes any other series
+    pick(page, "run-metric-pick", "grad_norm")
+    wait_until(lambda: page.evaluate(TRACES_JS, "#run-metrics") == 3, 30, "a third series")
+    assert "grad_norm" in page.locator("#run-metrics").inner_text()
+    assert "from the fitted ζ" in page.locator("#run-regime").inner_text()
 
 
 def _check_whatif(page: Any) -> None:
