@@ -239,7 +239,7 @@ def test_compare_overlays_three_runs_from_two_teams(dash_server: Any, page: Any)
     assert "hyperparameters.learning_rate" not in page.locator("#cmp-diff-table").inner_text()
     # G bars are named by run; three model sizes give the size law
     assert "qwen-7b-G16" in page.locator("#cmp-group").inner_text()
-    page.locator("#cmp-scaling-note").get_by_text("over 3 runs").wait_for()
+    page.locator("#cmp-scaling-note").get_by_text("Timescale τ ∝ N^").wait_for()
     # any logged metric can be overlaid, with the runs' names in the legend
     pick(page, "cmp-metric", "entropy")
     wait_until(lambda: "entropy" in page.locator("#cmp-overlay .ytitle").text_content(), 30,
