@@ -95,20 +95,34 @@ def unstable_banner(alert: Mapping[str, Any]) -> html.Div:
     """The run's state at its end, above the fit's verdict (which describes the curve)."""
     ev = alert.get("evidence") or {}
     margin = ev.get("margin_exact")
-    parts: list[Any] = [
-        html.B("Unstable", className="text-danger"),
-        f" since step {step(alert.get('opened_step'))}: a critical instability alert is open",
-    ]
-    if margin is not None:
-        parts.append(f" (exact margin {signed(margin)})")
-    parts.append(
-        ". The fit below describes the curve before the blow-up; the run has not recovered."
-    )
+    since = step(alert.get("opened_step"))
+    if ev.get("predicted"):
+        # the margin at the run's own settings (its peak lr, its K_ref) is past the edge:
+        # the run is on course to blow up, whatever its curve shows so far
+        parts: list[Any] = [
+            html.B("Unstable settings", className="text-danger"),
+            f" since step {since}: a critical instability alert is open",
+        ]
+        if margin is not None:
+            parts.append(f" (exact margin {signed(margin)} at the run's hyperparameters)")
+        parts.append(". Expect growing swings; the fit below describes the curve so far.")
+    else:
+        parts = [
+            html.B("Unstable", className="text-danger"),
+            f" since step {since}: a critical instability alert is open",
+        ]
+        if margin is not None:
+            parts.append(f" (exact margin {signed(margin)})")
+        parts.append(
+            ". The fit below describes the curve before the blow-up; the run has not recovered."
+        )
     return html.Div(parts, className="mb-2 unstable-banner", id="run-unstable")
 
 
 def fitted_margin_caveat(alert: Mapping[str, Any]) -> str:
     """What the fitted margin means once the run blew up: the model of the earlier curve."""
+    if (alert.get("evidence") or {}).get("predicted"):
+        return "Past the stability edge at the run's settings: expect growing swings."
     return (
         f"These margins are the model of the curve before step {step(alert.get('opened_step'))}; "
         "the run is past the edge now (see its critical alert)."
