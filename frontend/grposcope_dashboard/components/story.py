@@ -96,7 +96,7 @@ def unstable_banner(alert: Mapping[str, Any]) -> html.Div:
     ev = alert.get("evidence") or {}
     margin = ev.get("margin_exact")
     since = step(alert.get("opened_step"))
-    if ev.get("predicted"):
+    if _only_predicted(ev):
         # the margin at the run's own settings (its peak lr, its K_ref) is past the edge:
         # the run is on course to blow up, whatever its curve shows so far
         parts: list[Any] = [
@@ -121,9 +121,14 @@ def unstable_banner(alert: Mapping[str, Any]) -> html.Div:
 
 def fitted_margin_caveat(alert: Mapping[str, Any]) -> str:
     """What the fitted margin means once the run blew up: the model of the earlier curve."""
-    if (alert.get("evidence") or {}).get("predicted"):
+    if _only_predicted(alert.get("evidence") or {}):
         return "Past the stability edge at the run's settings: expect growing swings."
     return (
         f"These margins are the model of the curve before step {step(alert.get('opened_step'))}; "
         "the run is past the edge now (see its critical alert)."
     )
+
+
+def _only_predicted(ev: Mapping[str, Any]) -> bool:
+    """The alert rests on the margin alone: nothing has blown up (no collapse, no NaN/Inf)."""
+    return bool(ev.get("predicted")) and not any(k in ev for k in ("collapse", "non_finite"))
