@@ -254,6 +254,10 @@ def test_compare_overlays_three_runs_from_two_teams(dash_server: Any, page: Any)
     page.goto(f"{dash_server.url}/runs/{ids[2]}")
     page.locator("#run-accuracy").wait_for()
     assert "step" in page.locator("#run-accuracy").inner_text()
+    # a finished run's axis ends where it ended, not a forecast window later
+    x_end = page.evaluate("() => document.querySelector('#run-reward .js-plotly-plot')"
+                          "._fullLayout.xaxis.range[1]")  # fmt: skip
+    assert x_end == 300
 
 
 def test_viewer_is_refused_admin_settings(dash_server: Any, page: Any) -> None:

@@ -55,6 +55,10 @@ def test_a_run_that_blew_up_reads_unstable_whatever_the_earlier_fit_says():
     crashed = {**predicted, "evidence": {**predicted["evidence"], "collapse": {"fall": 0.5}}}
     after = repr(run_panels.stability(fit, None, [crashed]))
     assert "Unstable settings" not in after and "before the blow-up" in after
+    wrecked = {**critical, "evidence": {"margin_exact": 0.09, "predicted": True,
+                                        "collapse": {"fall": 0.5}}}  # fmt: skip
+    assert "+0.09" not in repr(run_panels.stability({}, None, [wrecked]))
+    assert "+0.09" not in repr(run_panels.summary({}, 0.5, [wrecked]))
     bounded = repr(run_panels.summary({"plateau": {"value": 0.9, "lo": 0.7, "hi": 1.3}}, 0.8,
                                       (), (0.0, 1.0)))  # fmt: skip
     assert "0.9 [0.7, 1]" in bounded  # a 0/1 reward's interval stays inside [0, 1]

@@ -66,7 +66,7 @@ def summary(
     unstable = story.unstable_episode(alerts)
     # the margin the open critical alert was raised on, where it has one: the latest fit of
     # a blown-up run can read "far from the edge" on the curve before the blow-up
-    alert_margin = ((unstable or {}).get("evidence") or {}).get("margin_exact")
+    alert_margin = story.alert_margin(unstable)
     cons = fit.get("constrained") or {}
     margin = alert_margin if alert_margin is not None else cons.get("margin_exact")
     plateau = fit.get("plateau") or {}

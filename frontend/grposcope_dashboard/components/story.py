@@ -94,7 +94,7 @@ def unstable_episode(alerts: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] |
 def unstable_banner(alert: Mapping[str, Any]) -> html.Div:
     """The run's state at its end, above the fit's verdict (which describes the curve)."""
     ev = alert.get("evidence") or {}
-    margin = ev.get("margin_exact")
+    margin = alert_margin(alert)
     since = step(alert.get("opened_step"))
     if _only_predicted(ev):
         # the margin at the run's own settings (its peak lr, its K_ref) is past the edge:
@@ -132,3 +132,15 @@ def fitted_margin_caveat(alert: Mapping[str, Any]) -> str:
 def _only_predicted(ev: Mapping[str, Any]) -> bool:
     """The alert rests on the margin alone: nothing has blown up (no collapse, no NaN/Inf)."""
     return bool(ev.get("predicted")) and not any(k in ev for k in ("collapse", "non_finite"))
+
+
+def alert_margin(alert: Mapping[str, Any] | None) -> Any:
+    """The exact margin a critical instability alert stands on, if it stands on one: a
+    negative margin, or any margin of an alert that rests on the margin alone. A blown-up
+    run's alert also carries the latest fit's margin, which can be positive (the fit of the
+    wrecked curve); quoted beside "unstable" it read as a contradiction."""
+    ev = (alert or {}).get("evidence") or {}
+    margin = to_float(ev.get("margin_exact"))
+    if margin != margin:
+        return None
+    return ev["margin_exact"] if margin < 0 or _only_predicted(ev) else None
