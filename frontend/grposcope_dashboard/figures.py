@@ -485,7 +485,7 @@ def diagnostics_figure(
 
     shown = [p for p in panels if p["keys"]]
     if not shown:
-        return empty_figure("None of the diagnostics series were logged by this run."), []
+        return empty_figure("None of the diagnostics series were logged by this run.", 80), []
     titles = [_panel_title(p, group_size, series) for p in shown]
     rows = (len(shown) + 2) // 3
     fig = make_subplots(

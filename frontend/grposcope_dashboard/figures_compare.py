@@ -156,17 +156,18 @@ def group_size_figure(runs: Sequence[Mapping[str, Any]]) -> go.Figure:
     fig.update_xaxes(
         tickvals=list(range(len(bars))),
         ticktext=[f"{_short(r.get('name') or r['label'])}<br>G={r['G']}" for r in bars],
-        tickangle=0,
+        tickangle=-35 if len(bars) > 1 else 0,
+        tickfont={"size": 10},
         row=1,
         col=2,
     )
     fig.update_xaxes(title_text="step", row=1, col=1)
-    base_layout(fig, height=340, hovermode="closest")
-    fig.update_layout(legend={"y": -0.25, "yanchor": "top"}, margin={"t": 40, "b": 70})
+    base_layout(fig, height=380, hovermode="closest")
+    fig.update_layout(legend={"y": -0.38, "yanchor": "top"}, margin={"t": 40, "b": 100})
     return fig
 
 
-def _short(name: str, width: int = 14) -> str:
+def _short(name: str, width: int = 12) -> str:
     return name if len(name) <= width else name[: width - 1] + "…"
 
 

@@ -49,6 +49,19 @@ def test_a_run_that_blew_up_reads_unstable_whatever_the_earlier_fit_says():
     silent = {**critical, "evidence": {"non_finite": {"step": 230}}}  # no margin in evidence
     cards = repr(run_panels.summary(fit, 0.1, [silent]))
     assert "past the edge" in cards and "unstable since step 220" in cards
+    predicted = {**critical, "evidence": {"margin_exact": -1.94, "predicted": True}}
+    ahead = repr(run_panels.stability(fit, None, [predicted]))
+    assert "Unstable settings" in ahead and "−1.94 at the run's hyperparameters" in ahead
+    crashed = {**predicted, "evidence": {**predicted["evidence"], "collapse": {"fall": 0.5}}}
+    after = repr(run_panels.stability(fit, None, [crashed]))
+    assert "Unstable settings" not in after and "before the blow-up" in after
+    wrecked = {**critical, "evidence": {"margin_exact": 0.09, "predicted": True,
+                                        "collapse": {"fall": 0.5}}}  # fmt: skip
+    assert "+0.09" not in repr(run_panels.stability({}, None, [wrecked]))
+    assert "+0.09" not in repr(run_panels.summary({}, 0.5, [wrecked]))
+    bounded = repr(run_panels.summary({"plateau": {"value": 0.9, "lo": 0.7, "hi": 1.3}}, 0.8,
+                                      (), (0.0, 1.0)))  # fmt: skip
+    assert "0.9 [0.7, 1]" in bounded  # a 0/1 reward's interval stays inside [0, 1]
     resolved = {**critical, "state": "resolved"}
     assert "Unstable" not in repr(run_panels.stability(fit, None, [resolved]))
     warning = {**critical, "severity": "warning"}

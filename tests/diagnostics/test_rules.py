@@ -424,6 +424,19 @@ def test_collapse_with_no_prior_gain_is_critical_within_five_points():
     assert "collapsed from" in out.message
 
 
+def test_an_observed_collapse_names_the_alert_over_a_predicted_margin():
+    """The demo's warmup run: predicted past the edge early, then collapsed. Its message says
+    the collapse (what happened), not the latest fit's mild margin with "instability ahead"."""
+    from grposcope.diagnostics.engine import _message
+
+    evidence = {"predicted": True, "margin_exact": 0.0936,
+                "collapse": {"key": "reward", "reference_level": 1.0, "level_now": 0.97,
+                             "fall_sigmas": 3.08, "points": 5}}  # fmt: skip
+    assert _message("dynamical_instability", evidence).startswith("reward collapsed from 1.0")
+    del evidence["collapse"]
+    assert "instability ahead" in _message("dynamical_instability", evidence)
+
+
 def test_slow_degradation_warns_and_a_flat_noisy_run_does_not():
     rng = np.random.default_rng(4)
     s = np.arange(1, 201)

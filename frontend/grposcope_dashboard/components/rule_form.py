@@ -32,9 +32,9 @@ def form(params: Sequence[Mapping[str, Any]], effective: Mapping[str, Any]) -> h
                             id={"type": "rule-param", "name": name},
                             type="number",
                             value=effective.get(name, p["default"]),
-                            min=p["lo"],
-                            max=p["hi"],
-                            step=1 if p["integer"] else "any",
+                            # no min/max/step here: the browser would hold back an
+                            # out-of-range value silently; collect() names what is wrong
+                            step="any",
                             size="sm",
                         ),
                         md=2,

@@ -12,6 +12,7 @@ from dash import html
 from grposcope_dashboard.analysis import flatten
 from grposcope_dashboard.components import evidence, story
 from grposcope_dashboard.components.common import stat, tip
+from grposcope_dashboard.figures import clip
 from grposcope_dashboard.formatting import (
     DASH,
     interval,
@@ -54,7 +55,10 @@ def header(run: Mapping[str, Any]) -> html.Div:
 
 
 def summary(
-    fit: Mapping[str, Any] | None, latest: Any, alerts: Sequence[Mapping[str, Any]] = ()
+    fit: Mapping[str, Any] | None,
+    latest: Any,
+    alerts: Sequence[Mapping[str, Any]] = (),
+    bounds: tuple[float, float] | None = None,
 ) -> list[dbc.Col]:
     """The row of headline numbers: now, where it is heading, when, and how stable; a run
     with a critical instability alert open reads "unstable", not the earlier curve's regime."""
@@ -62,7 +66,7 @@ def summary(
     unstable = story.unstable_episode(alerts)
     # the margin the open critical alert was raised on, where it has one: the latest fit of
     # a blown-up run can read "far from the edge" on the curve before the blow-up
-    alert_margin = ((unstable or {}).get("evidence") or {}).get("margin_exact")
+    alert_margin = story.alert_margin(unstable)
     cons = fit.get("constrained") or {}
     margin = alert_margin if alert_margin is not None else cons.get("margin_exact")
     plateau = fit.get("plateau") or {}
@@ -72,7 +76,7 @@ def summary(
         stat("Reward now", num(latest)),
         stat(
             tip("Plateau [80 %]", "plateau"),
-            interval(plateau.get("value"), plateau.get("lo"), plateau.get("hi")),
+            interval(*clip([plateau.get(k) for k in ("value", "lo", "hi")], bounds)),
         ),
         stat(
             tip("Steps to plateau", "steps_to_plateau"),

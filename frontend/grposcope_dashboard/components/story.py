@@ -94,22 +94,56 @@ def unstable_episode(alerts: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] |
 def unstable_banner(alert: Mapping[str, Any]) -> html.Div:
     """The run's state at its end, above the fit's verdict (which describes the curve)."""
     ev = alert.get("evidence") or {}
-    margin = ev.get("margin_exact")
-    parts: list[Any] = [
-        html.B("Unstable", className="text-danger"),
-        f" since step {step(alert.get('opened_step'))}: a critical instability alert is open",
-    ]
-    if margin is not None:
-        parts.append(f" (exact margin {signed(margin)})")
-    parts.append(
-        ". The fit below describes the curve before the blow-up; the run has not recovered."
-    )
+    margin = alert_margin(alert)
+    since = step(alert.get("opened_step"))
+    if _only_predicted(ev):
+        # the margin at the run's own settings (its peak lr, its K_ref) is past the edge:
+        # the run is on course to blow up, whatever its curve shows so far
+        parts: list[Any] = [
+            html.B("Unstable settings", className="text-danger"),
+            f" since step {since}: a critical instability alert is open",
+        ]
+        if margin is not None:
+            parts.append(f" (exact margin {signed(margin)} at the run's hyperparameters)")
+        parts.append(". Expect growing swings; the fit below describes the curve so far.")
+    else:
+        parts = [
+            html.B("Unstable", className="text-danger"),
+            f" since step {since}: a critical instability alert is open",
+        ]
+        if margin is not None:
+            parts.append(f" (exact margin {signed(margin)})")
+        parts.append(
+            ". The fit below describes the curve before the blow-up; the run has not recovered."
+        )
     return html.Div(parts, className="mb-2 unstable-banner", id="run-unstable")
 
 
 def fitted_margin_caveat(alert: Mapping[str, Any]) -> str:
     """What the fitted margin means once the run blew up: the model of the earlier curve."""
+    if _only_predicted(alert.get("evidence") or {}):
+        return "Past the stability edge at the run's settings: expect growing swings."
     return (
         f"These margins are the model of the curve before step {step(alert.get('opened_step'))}; "
         "the run is past the edge now (see its critical alert)."
     )
+
+
+def _only_predicted(ev: Mapping[str, Any]) -> bool:
+    """The alert rests on the margin alone: nothing has blown up (no collapse or flat line at
+    the floor, no NaN/Inf)."""
+    return bool(ev.get("predicted")) and not any(
+        k in ev for k in ("collapse", "flatline", "non_finite")
+    )
+
+
+def alert_margin(alert: Mapping[str, Any] | None) -> Any:
+    """The exact margin a critical instability alert stands on, if it stands on one: a
+    negative margin, or any margin of an alert that rests on the margin alone. A blown-up
+    run's alert also carries the latest fit's margin, which can be positive (the fit of the
+    wrecked curve); quoted beside "unstable" it read as a contradiction."""
+    ev = (alert or {}).get("evidence") or {}
+    margin = to_float(ev.get("margin_exact"))
+    if margin != margin:
+        return None
+    return ev["margin_exact"] if margin < 0 or _only_predicted(ev) else None

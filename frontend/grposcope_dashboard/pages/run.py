@@ -64,7 +64,12 @@ def layout(run_id: str | None = None, **_: str) -> html.Div:
             dcc.Interval(id="run-slow-tick", interval=run_slow.SLOW_MS),
             panels.header(run),
             dbc.Row(
-                panels.summary(fit, built["latest"], run.get("alerts") or []),
+                panels.summary(
+                    fit,
+                    built["latest"],
+                    run.get("alerts") or [],
+                    figures.stored_bounds(built["state"]["bounds"]),
+                ),
                 id="run-summary",
                 className="g-2 mb-3",
             ),

@@ -75,10 +75,16 @@ def build_reward(api: Api, run: dict[str, Any]) -> dict[str, Any]:
 
 
 def max_steps_of(run: dict[str, Any]) -> int | None:
-    """The run's planned length, when its trainer config says (the fit's horizon too)."""
+    """The run's length: planned, when its trainer config says (the fit's horizon too), or
+    reached, once it has finished (a forecast window past a run's end is empty space)."""
     value = (run.get("config") or {}).get("max_steps")
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
-    return int(value) if ok else None
+    if ok:
+        return max(int(value), int(run.get("last_step") or 0))
+    last = run.get("last_step")
+    if run.get("status") in ("finished", "failed") and isinstance(last, int) and last > 0:
+        return last
+    return None
 
 
 def diag_init(run: dict[str, Any]) -> dict[str, Any]:

@@ -47,7 +47,8 @@ def slow(_: int, state: dict[str, Any], slow_state: dict[str, Any]) -> tuple:
     if new_fit or sig != slow_state.get("alerts"):
         # the summary and the stability panel follow the alerts too (a run that became
         # unstable says so there, not only in the alert list)
-        out[1] = panels.summary(fit, state.get("latest"), alerts)
+        bounds = figures.stored_bounds(state.get("bounds"))
+        out[1] = panels.summary(fit, state.get("latest"), alerts, bounds)
         out[2] = panels.stability(fit, run.get("supplied_curvature"), alerts)
     if new_fit:
         out[4] = figures.forecast_evolution_figure(api.fits(state["run_id"]))
