@@ -65,9 +65,10 @@ def create_app(settings: Settings | None = None, *, migrate_on_start: bool = Tru
     _install_error_handlers(app)
     app.include_router(api_router(), prefix=API_PREFIX)
     # Last among the API routes and before the dashboard's catch-all mount at /: an unknown
-    # /api/v1 path or method is a JSON 404/405, not a redirect to the login page.
+    # path or method under /api (/api/v1, another version, a doubled /api/v1/api/v1) is a JSON
+    # 404/405, never the dashboard's redirect to its login page, which a client would misread.
     every_method = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
-    for catch_all in (API_PREFIX, API_PREFIX + "/{path:path}"):
+    for catch_all in ("/api", "/api/{path:path}"):
         app.add_api_route(catch_all, unknown_api_route, methods=every_method,
                           include_in_schema=False)  # fmt: skip
     app.add_middleware(
