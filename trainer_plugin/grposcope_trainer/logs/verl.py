@@ -29,6 +29,11 @@ def clean(line: str) -> str:
     return _RAY_PREFIX.sub("", _ANSI.sub("", line.rstrip("\r\n")))
 
 
+def is_config_start(line: str) -> bool:
+    """Does this (cleaned) line open the config dict verl prints at start?"""
+    return _CONFIG_START.match(line) is not None
+
+
 def parse_line(line: str) -> tuple[int, dict[str, float]] | None:
     """(step, metrics) of a verl step line, None for any other line (banner, warning…)."""
     text = clean(line)
@@ -65,11 +70,11 @@ def read(text: str, where: str) -> LogData:
     depth = 0
     for raw in text.splitlines():
         line = clean(raw)
-        if config_lines is None and not out.config and _CONFIG_START.match(line):
+        if config_lines is None and not out.config and is_config_start(line):
             config_lines, depth = [], 0
         if config_lines is not None:
             config_lines.append(line)
-            depth += _brace_balance(line)
+            depth += brace_balance(line)
             if depth <= 0:
                 out.config.update(parse_config("\n".join(config_lines)))
                 config_lines = None
@@ -88,7 +93,7 @@ def read(text: str, where: str) -> LogData:
     return out
 
 
-def _brace_balance(line: str) -> int:
+def brace_balance(line: str) -> int:
     """Net `{`/`}` on a line, ignoring those inside quoted strings (a prompt template)."""
     depth, quote = 0, ""
     for ch in line:
