@@ -32,7 +32,8 @@ ROLES: dict[str, str] = {
     "clip_fraction": "share of tokens whose importance ratio was clipped",
     "grad_norm": "gradient norm before clipping (gradient growth)",
     "completion_length": "mean completion length in tokens (length drift precursor)",
-    "learning_rate": "learning rate at the step",
+    "learning_rate": "learning rate at the step (import takes its peak as the configured rate "
+    "when the log has no config)",
     "loss": "training loss (non-finite values are a dynamical_instability)",
 }
 
@@ -102,13 +103,13 @@ TABLE: tuple[Framework, ...] = (
         "`ray_trainer`'s metrics (console `step:N - key:value` lines, TensorBoard, W&B). "
         "`critic/score/mean` is the task score, `critic/rewards/mean` the same after the "
         "in-reward KL penalty; `actor/ppo_kl` measures the update, not the distance to the "
-        "reference.",
+        "reference; older releases log the mean entropy as `actor/entropy_loss`.",
         {
             "reward": ("critic/score/mean", "critic/rewards/mean"),
             "eval_reward": (),  # `val-core/<data source>/reward/mean@N`: see eval_reward_key
             "kl": ("actor/kl_loss", "actor/reward_kl_penalty"),
             "policy_kl": ("actor/ppo_kl",),
-            "entropy": ("actor/entropy",),
+            "entropy": ("actor/entropy", "actor/entropy_loss"),
             "clip_fraction": ("actor/pg_clipfrac",),
             "grad_norm": ("actor/grad_norm",),
             "completion_length": ("response_length/mean",),
@@ -254,7 +255,9 @@ def resolve(keys: Iterable[str]) -> dict[str, str]:
 
 def markdown() -> str:
     """The table as docs/log-formats.md shows it (one section per framework)."""
-    lines = []
+    lines = ["| role | meaning, and who reads it |", "|---|---|"]
+    lines += [f"| `{role}` | {meaning} |" for role, meaning in ROLES.items()]
+    lines.append("")
     for framework in TABLE:
         lines += [f"### {framework.name}", "", framework.note, "", "| role | keys |", "|---|---|"]
         for role in ROLES:

@@ -22,6 +22,7 @@ from grposcope_trainer.logs.data import LogData, LogFormatError
 
 logger = logging.getLogger("grposcope_trainer")
 
+HEAD_BYTES = 256
 FOLLOWABLE = ("trainer_state", "csv", "jsonl", "verl", "tensorboard")
 
 
@@ -53,6 +54,7 @@ class LineTail:
         self._fh: IO[bytes] | None = None
         self._partial = b""
         self._line_no = 0
+        self._head = b""  # the file's first bytes: a file rewritten in place no longer has them
         self._config_lines: list[str] | None = None
         self._depth = 0
         self._warned = False
@@ -64,6 +66,10 @@ class LineTail:
         if self._fh is None and not self._open(0):
             return out
         assert self._fh is not None
+        if self._rewritten():
+            logger.info("grposcope: %s was truncated or rewritten; reading it again", self.path)
+            self._fh.seek(0)
+            self._partial, self._line_no, self._head = b"", 0, b""
         self._read_to_end(out)
         self._follow_rotation(out)
         out.config, out.hyperparameters = dict(self.config), dict(self.hyperparameters)
@@ -75,14 +81,17 @@ class LineTail:
         except OSError:
             return False
         self._fh.seek(offset)
-        self._partial, self._line_no = b"", 0
+        self._partial, self._line_no, self._head = b"", 0, b""
         return True
 
     def _read_to_end(self, out: LogData) -> None:
         assert self._fh is not None
+        start = self._fh.tell()
         chunk = self._fh.read()
         if not chunk:
             return
+        if start < HEAD_BYTES:
+            self._head = (self._head + chunk)[:HEAD_BYTES]
         lines = (self._partial + chunk).split(b"\n")
         self._partial = lines.pop()  # the last line is complete only once its newline is there
         for raw in lines:
@@ -101,11 +110,15 @@ class LineTail:
             self._fh.close()
             if self._open(0):
                 self._read_to_end(out)
-        elif on_disk.st_size < self._fh.tell():
-            logger.info("grposcope: %s was truncated; reading it again", self.path)
-            self._fh.seek(0)
-            self._partial, self._line_no = b"", 0
-            self._read_to_end(out)
+
+    def _rewritten(self) -> bool:
+        """The file we hold is shorter than what we read, or its first bytes changed: it was
+        written again from the start (checked before reading on, so no half line is taken)."""
+        assert self._fh is not None
+        fd = self._fh.fileno()
+        if os.fstat(fd).st_size < self._fh.tell():
+            return True
+        return bool(self._head) and os.pread(fd, len(self._head), 0) != self._head
 
     def _take(self, line: str, out: LogData) -> None:
         if self.fmt == "jsonl":
