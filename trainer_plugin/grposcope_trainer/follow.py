@@ -179,6 +179,7 @@ class Follower:
             config={**config, "followed": str(self.path)},
             flush_timeout=self.flush_timeout,
             batch_interval=0.1,
+            max_backoff=5.0,  # a restarted server gets the backlog within seconds
             url=self._url,
             token=self._token,
             spool_dir=self._spool_dir,
