@@ -110,8 +110,9 @@ def measure(fmt: str, steps: int, interval: float) -> dict[str, Any]:
                 written[step] = time.monotonic()
                 time.sleep(interval)
             deadline = time.monotonic() + 30
-            while len(seen) < steps and time.monotonic() < deadline:
+            while not set(written) <= set(seen) and time.monotonic() < deadline:
                 time.sleep(0.05)
+            stored = _stored(url, token, fmt)
         finally:
             done.set()
             writer.close()
@@ -121,10 +122,24 @@ def measure(fmt: str, steps: int, interval: float) -> dict[str, Any]:
         lat = [seen[s] - written[s] for s in written if s in seen]
         if os.environ.get("FOLLOW_LATENCY_DEBUG"):
             print(fmt, [round(x, 2) for x in lat], file=sys.stderr)
+            print("not seen:", sorted(set(written) - set(seen)), "not stored:",
+                  sorted(set(written) - stored), file=sys.stderr)  # fmt: skip
         return {"format": fmt, "steps": steps, "arrived": len(lat),
+                "stored": len(stored & set(written)),
                 "p50_ms": round(1000 * percentile(lat, 50), 1),
                 "p95_ms": round(1000 * percentile(lat, 95), 1),
                 "max_ms": round(1000 * max(lat), 1) if lat else None}  # fmt: skip
+
+
+def _stored(url: str, token: str, fmt: str) -> set[int]:
+    """Every step of the reward series the server holds at the end."""
+    http = httpx.Client(base_url=url + "/api/v1", headers={"Authorization": f"Bearer {token}"})
+    items = http.get("/runs", params={"project": f"bench-{fmt}"}).json()["items"]
+    if not items:
+        return set()
+    params = {"key": reward_key(fmt), "max_points": 100000}
+    body = http.get(f"/runs/{items[0]['id']}/series", params=params).json()["series"]
+    return set(body.get(reward_key(fmt), {}).get("steps", []))
 
 
 def _read(url: str, token: str, fmt: str, seen: dict[int, float], done: threading.Event) -> None:
