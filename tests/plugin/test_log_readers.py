@@ -163,3 +163,23 @@ def test_whole_file_tail_sends_only_new_rows(tmp_path: Path) -> None:
     assert tail.poll().steps() == {4: {"reward": 0.7}}
     path.write_text('{"log_history": [{"step": 5, "rew')  # caught mid-write
     assert tail.poll().rows == []
+
+
+def test_an_output_directory_is_read_through_its_newest_checkpoint(tmp_path: Path) -> None:
+    import json
+
+    def save(step: int) -> None:
+        history = [{"step": s, "reward": s / 10} for s in range(1, step + 1)]
+        state = {"max_steps": 6, "log_history": history}
+        ckpt = tmp_path / f"checkpoint-{step}"
+        ckpt.mkdir()
+        (ckpt / "trainer_state.json").write_text(json.dumps(state))
+        os.utime(ckpt / "trainer_state.json", ns=(step * 10**9, step * 10**9))
+
+    save(2)
+    assert detect(tmp_path) == "trainer_state"
+    tail = open_tail(tmp_path, None)
+    assert tail.poll().steps() == {1: {"reward": 0.1}, 2: {"reward": 0.2}}
+    save(4)  # the next save: a new checkpoint holding the whole history
+    assert tail.poll().steps() == {3: {"reward": 0.3}, 4: {"reward": 0.4}}
+    assert sorted(read_log(tmp_path).steps()) == [1, 2, 3, 4]

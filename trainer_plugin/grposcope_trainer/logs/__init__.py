@@ -34,6 +34,8 @@ def detect(path: Path) -> str:
             return "trainer_state"
         if tensorboard.event_files(path):
             return "tensorboard"
+        if trainer_state_file(path) is not None:
+            return "trainer_state"
         raise LogFormatError(
             f"{path} is a directory with neither a trainer_state.json nor TensorBoard event files"
         )
@@ -64,6 +66,22 @@ def detect(path: Path) -> str:
     )
 
 
+def trainer_state_file(directory: Path) -> Path | None:
+    """The newest trainer_state.json of an output or checkpoint directory: its own, or that of
+    its latest `checkpoint-N/` (transformers writes one per save, each with the whole history)."""
+    candidates = [
+        directory / "trainer_state.json",
+        *directory.glob("checkpoint-*/trainer_state.json"),
+    ]
+    found = []
+    for c in candidates:
+        try:
+            found.append((c.stat().st_mtime_ns, c))
+        except OSError:
+            continue
+    return max(found)[1] if found else None
+
+
 def _is_json_object(line: str) -> bool:
     try:
         return isinstance(json.loads(line), dict)
@@ -83,8 +101,8 @@ def read_log(path: str | Path, fmt: str | None = None) -> LogData:
     if fmt == "tensorboard":
         return tensorboard.read(p, str(p))
     if p.is_dir():
-        candidate = p / "trainer_state.json"
-        if fmt != "trainer_state" or not candidate.is_file():
+        candidate = trainer_state_file(p)
+        if fmt != "trainer_state" or candidate is None:
             raise LogFormatError(f"{p} is a directory without a trainer_state.json")
         p = candidate
     text = p.read_text(encoding="utf-8", errors="replace")

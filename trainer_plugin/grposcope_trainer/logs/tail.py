@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from grposcope_trainer.logs import detect, tensorboard, textlogs, verl
+from grposcope_trainer.logs import detect, tensorboard, textlogs, trainer_state_file, verl
 from grposcope_trainer.logs.data import LogData, LogFormatError
 
 logger = logging.getLogger("grposcope_trainer")
@@ -160,26 +160,29 @@ class WholeFileTail:
     def __init__(self, path: Path, fmt: str) -> None:
         self.path = path
         self.fmt = fmt
-        self._stamp: tuple[int, int] | None = None
+        self._stamp: tuple[int, int, int] | None = None
         self._seen: set[tuple[float, str]] = set()
         self._config: dict[str, Any] = {}
 
     def poll(self) -> LogData:
         out = LogData(self.fmt)
+        path = self.path
+        if path.is_dir():  # an output directory: its newest checkpoint's trainer_state.json
+            path = trainer_state_file(path) or path / "trainer_state.json"
         try:
-            st = os.stat(self.path)
+            st = os.stat(path)
         except OSError:
             return out
-        stamp = (st.st_size, st.st_mtime_ns)
+        stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
         if stamp == self._stamp:
             out.config = dict(self._config)
             return out
         try:
-            text = self.path.read_text(encoding="utf-8", errors="replace")
+            text = path.read_text(encoding="utf-8", errors="replace")
             reader = (
                 textlogs.read_trainer_state if self.fmt == "trainer_state" else textlogs.read_csv
             )
-            data = reader(text, str(self.path))
+            data = reader(text, str(path))
         except (OSError, LogFormatError):
             return out  # caught mid-write: the next poll reads it again
         self._stamp = stamp

@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 from grposcope_trainer.logs.data import LogData, LogFormatError
+
+RELIST_S = 1.0  # how often a followed directory is searched for new event files
 
 INSTALL_HINT = (
     "reading TensorBoard logs needs tensorboard: pip install 'grposcope-trainer[tensorboard]'"
@@ -55,13 +58,19 @@ class TensorBoardTail:
         self.path = path
         self._loader_cls = _loader_class()
         self._loaders: dict[Path, Any] = {}
+        self._files: list[Path] = []
+        self._listed_at = -math.inf
         self._sizes: dict[Path, int] = {}
         self.hyperparameters: dict[str, Any] = {}
         self.config: dict[str, Any] = {}
 
     def poll(self) -> LogData:
         out = LogData("tensorboard")
-        for file in event_files(self.path) if self.path.exists() else []:
+        now = time.monotonic()
+        if now - self._listed_at >= RELIST_S or not self._files:
+            self._files = event_files(self.path) if self.path.exists() else []
+            self._listed_at = now
+        for file in self._files:
             try:
                 size = file.stat().st_size
             except OSError:
