@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "token",
     "runs",
     "importer",
+    "follow",
     "fit",
     "stability",
     "bandit",

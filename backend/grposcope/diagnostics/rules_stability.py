@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from grposcope.diagnostics.data import CLIP_KEYS, GRAD_NORM_KEYS, RunData, first_key
+from grposcope.diagnostics.data import CLIP_KEYS, GRAD_NORM_KEYS, LOSS_KEYS, RunData, first_key
 from grposcope.diagnostics.merge import merge
 from grposcope.diagnostics.rules_drop import reward_drops
 from grposcope.diagnostics.rules_fall import reward_fall
@@ -52,7 +52,8 @@ def dynamical_instability(data: RunData, p: Params) -> Trace | str:
 
 
 def _non_finite(data: RunData) -> Sub | None:
-    keys = [k for k in (data.reward_key, "loss", "grad_norm") if k and k in data.series]
+    side = (first_key(data, LOSS_KEYS), first_key(data, GRAD_NORM_KEYS))
+    keys = [k for k in (data.reward_key, *side) if k and k in data.series]
     hits: dict[int, list[str]] = {}
     for key in keys:
         s, v = data.get(key)  # type: ignore[misc]
