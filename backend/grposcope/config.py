@@ -17,6 +17,8 @@ The variables (documented for users in docs/configuration.md):
 - GRPOSCOPE_ADMIN_TOKEN: an admin token to install on start (deployments); without it,
   ``serve`` creates one on first start and prints it once.
 - GRPOSCOPE_DASHBOARD: serve the dashboard at ``/`` beside the API (true).
+- GRPOSCOPE_TOKEN_CACHE_S: how long a process keeps a token's principal (10 s; 0: off); a
+  revoked token keeps working at most this long in other processes.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ class Settings(BaseSettings):
     embedded_worker: bool = True
     stall_after_s: float = Field(300.0, gt=0)
     dashboard: bool = True
+    token_cache_s: float = Field(10.0, ge=0.0, description="Token → principal cache TTL.")
     admin_token: str | None = Field(None, min_length=16, description="Admin token to install.")
 
     @field_validator("database_url")
