@@ -26,6 +26,7 @@ COMMAND_MODULES = (
     "demo",
     "dashboard",
     "migrate",
+    "maintain",
 )
 
 
