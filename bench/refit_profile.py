@@ -72,15 +72,26 @@ def build(db_url: str, steps: int):  # type: ignore[no-untyped-def]
     with session_scope(factory) as session:
         _, secret = create_token(session, "bench", "writer")
         principal = authenticate(session, secret)
-        body = RunCreate(project="p", name="r", hyperparameters={
-            "learning_rate": 1e-6, "optimizer": "adamw_torch", "num_generations": 8,
-            "steps_per_generation": 1, "num_iterations": 1, "beta": 0.0, "batch_size": 64})
+        body = RunCreate(
+            project="p",
+            name="r",
+            hyperparameters={
+                "learning_rate": 1e-6,
+                "optimizer": "adamw_torch",
+                "num_generations": 8,
+                "steps_per_generation": 1,
+                "num_iterations": 1,
+                "beta": 0.0,
+                "batch_size": 64,
+            },
+        )
         run_id = create_or_resume(session, principal, body)[0].id  # fmt: skip
 
     def send(first: int, n: int) -> None:
         records = [{"step": s, "metrics": step_metrics(s, rng)} for s in range(first, first + n)]
+        batch = IngestBatch.model_validate({"steps": records})
         with session_scope(factory) as session:
-            ingest.ingest(session, principal, run_id, IngestBatch.model_validate({"steps": records}))
+            ingest.ingest(session, principal, run_id, batch)
 
     for first in range(1, steps + 1, 500):
         send(first, min(500, steps + 1 - first))
