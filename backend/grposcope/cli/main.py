@@ -27,6 +27,7 @@ COMMAND_MODULES = (
     "demo",
     "dashboard",
     "migrate",
+    "maintain",
 )
 
 
