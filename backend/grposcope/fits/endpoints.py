@@ -9,14 +9,17 @@ from fastapi import APIRouter, Query
 from grposcope.api.deps import PrincipalDep, SessionDep, SettingsDep
 from grposcope.api.types import Int64, Text
 from grposcope.fits import service
+from grposcope.fits.snapshot import FitSnapshotModel
 
 router = APIRouter(tags=["fits"])
 
 
-@router.get("/runs/{run_id}/fit")
+@router.get(
+    "/runs/{run_id}/fit", response_model=FitSnapshotModel, response_model_exclude_unset=True
+)
 def latest_fit(
     run_id: Int64, session: SessionDep, _: PrincipalDep, metric: Text | None = None
-) -> dict[str, Any]:
+) -> FitSnapshotModel:
     """The latest fit of the run's reward series (or of `metric`), with its forecast."""
     return service.latest_fit(session, run_id, metric)
 

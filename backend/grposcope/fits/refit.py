@@ -7,7 +7,6 @@ gets a cold fit, which only costs a few milliseconds more.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import logging
 import threading
@@ -21,10 +20,10 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from grposcope.diagnostics.data import SuppliedMargin
+from grposcope.dynamics.edges import report
 from grposcope.dynamics.fit import fit_series
-from grposcope.dynamics.fit_result import FitResult, finite
-from grposcope.dynamics.forecast import compute_budget
-from grposcope.dynamics.stability import report
+from grposcope.dynamics.fit_result import FitResult
+from grposcope.fits.snapshot import ConstrainedPart, FitSnapshotModel
 from grposcope.metrics.service import load_many_arrays
 from grposcope.models import FitSnapshot, Run, utcnow
 from grposcope.runs.service import pick_reward_key
@@ -120,7 +119,9 @@ def fit_one(
     """Fit one series and add its snapshot; None when it is empty or has no new point.
 
     The series, its logged spread and the logged learning rate come in one read (one version
-    and one key-id query, not three of each: this runs for every refit)."""
+    and one key-id query, not three of each: this runs for every refit). The snapshot is built
+    once from the fit (`FitSnapshotModel.from_result`); a recent constrained section is carried
+    forward as it was stored, never recomputed."""
     spread_key = f"{metric}_std"
     got = load_many_arrays(session, run.id, [metric, spread_key, "learning_rate"])
     if metric not in got:
@@ -137,29 +138,23 @@ def fit_one(
     carried = _carry_constrained(previous, last, hyper, force)
     warm = cache.get(run.id, metric) if cache is not None else None
     started = time.perf_counter()
-    fit_hyper = None
-    if carried is None and hyper is not None:
-        fit_hyper = hyper_in_effect(hyper, steps, values, got.get("learning_rate"))
-    sampling = sampling_for(run, steps, got.get(spread_key))
+    fit_hyper = hyper if carried is None else None
+    lr = lr_in_effect(hyper, steps, values, got.get("learning_rate")) if fit_hyper else None
+    horizon = total_steps(run)
     result = fit_series(steps, values, metric=metric, hyper=fit_hyper, warm=warm,
-                        sampling=sampling)  # fmt: skip
+                        sampling=sampling_for(run, steps, got.get(spread_key)),
+                        lr_in_effect=lr, horizon=float(horizon) if horizon else None)  # fmt: skip
     if cache is not None:
         cache.put(run.id, metric, result)
-    payload = snapshot_payload(result, run, last, time.perf_counter() - started)
-    columns = snapshot_columns(result)
+    update: dict[str, Any] = {"step": last, "fit_seconds": time.perf_counter() - started}
     if carried is not None:
-        payload["constrained"] = carried
-        columns.update(margin_continuum=carried.get("margin_continuum"),
-                       margin_exact=carried.get("margin_exact"))  # fmt: skip
-    elif "constrained" in payload and result.constrained is not None:
-        payload["constrained"].update(step=last, **finite(report(hyper, result.constrained.K)),
-                                      lr_measured_at=fit_hyper.lr)  # fmt: skip
-        columns.update(margin_continuum=payload["constrained"]["margin_continuum"],
-                       margin_exact=payload["constrained"]["margin_exact"])  # fmt: skip
-    snap = FitSnapshot(run_id=run.id, metric=metric, step=last, created_at=utcnow(), **columns)
-    snap.payload = payload
-    session.add(snap)
-    return snap
+        update["constrained"] = carried
+    snapshot = FitSnapshotModel.from_result(result).model_copy(update=update)
+    row = FitSnapshot(run_id=run.id, metric=metric, step=last, created_at=utcnow(),
+                      **snapshot_columns(snapshot))  # fmt: skip
+    row.payload = snapshot.to_json()
+    session.add(row)
+    return row
 
 
 def sampling_for(run: Run, steps: np.ndarray, spread: tuple[np.ndarray, np.ndarray] | None) -> Any:
@@ -176,24 +171,24 @@ def sampling_for(run: Run, steps: np.ndarray, spread: tuple[np.ndarray, np.ndarr
                     reward_std=spread)  # fmt: skip
 
 
-def hyper_in_effect(hyper: Any, steps: np.ndarray, values: np.ndarray,
-                    lr_series: tuple[np.ndarray, np.ndarray] | None) -> Any:  # fmt: skip
-    """The hyperparameters with the learning rate the fitted steps actually ran at.
+def lr_in_effect(hyper: Any, steps: np.ndarray, values: np.ndarray,
+                 lr_series: tuple[np.ndarray, np.ndarray] | None) -> float | None:  # fmt: skip
+    """The learning rate the fitted steps actually ran at, or None for the configured one.
 
     The reward curve measures a = η·K, so K must be read with the η in effect: under a
     warmup the logged `learning_rate` is a fraction of the configured peak, and reading the
     curve with the peak would understate K by that fraction — and with it, the danger.
     """
     if lr_series is None:
-        return hyper
+        return None
     logged_steps, logged = lr_series
     ok = np.isfinite(logged) & (logged > 0)
     logged_steps, logged = logged_steps[ok], logged[ok]
     if logged.size == 0 or steps.size < 3:
-        return hyper
+        return None
     lr_at_steps = np.interp(steps, logged_steps, logged)
     lr = float(np.mean(lr_at_steps[: _rise_end(values) + 1]))
-    return dataclasses.replace(hyper, lr=lr) if abs(lr - hyper.lr) > 1e-3 * hyper.lr else hyper
+    return lr if abs(lr - hyper.lr) > 1e-3 * hyper.lr else None
 
 
 def _rise_end(values: np.ndarray) -> int:
@@ -243,57 +238,29 @@ def _supplied_at(hyper: Any, k: float) -> SuppliedMargin:
     )
 
 
-def _carry_constrained(previous: Any, last: int, hyper: Any, force: bool) -> dict | None:
+def _carry_constrained(previous: Any, last: int, hyper: Any, force: bool) -> ConstrainedPart | None:
     """The previous constrained section, if it is recent enough to reuse."""
-    if hyper is None or previous is None or force:
+    if hyper is None or previous is None or force or not isinstance(previous[1], dict):
         return None
-    con = previous[1]
-    if not isinstance(con, dict) or not isinstance(con.get("step"), (int, float)):
-        return None
-    if last - con["step"] > CONSTRAINED_GROWTH * max(con["step"], 1):
+    con = ConstrainedPart.model_validate(previous[1])
+    if con.step is None or last - con.step > CONSTRAINED_GROWTH * max(con.step, 1):
         return None
     return con
 
 
-def snapshot_payload(result: FitResult, run: Run, step: int, seconds: float) -> dict[str, Any]:
-    """The `grposcope fit --json` shape plus what the dashboard and the rules need."""
-    horizon = total_steps(run)
-    out = result.to_json(horizon=float(horizon) if horizon else None)
-    band = out.get("forecast")
-    if band:
-        band["steps"] = band.get("step")
-    budget: dict[str, Any] = {}
-    if result.success:
-        try:
-            budget = compute_budget(result, horizon if horizon and horizon >= step else None)
-        except ValueError:
-            budget = {}
-    useful, wasted = budget.get("useful_steps"), budget.get("wasted_so_far")
-    out.update(
-        step=step,
-        compute={"useful_steps": useful, "wasted_steps": wasted, **budget},
-        noise_sd=result.noise_sd,
-        fit_seconds=seconds,
-    )
-    return finite(out)
-
-
-def snapshot_columns(result: FitResult) -> dict[str, Any]:
-    osc, plateau, con = result.oscillator, result.plateau, result.constrained
-
-    def num(x: float | None) -> float | None:
-        return None if x is None or not np.isfinite(x) else float(x)
-
+def snapshot_columns(snapshot: FitSnapshotModel) -> dict[str, Any]:
+    """The snapshot's summary columns (what the rules and the history read without payloads)."""
+    osc, plateau, con = snapshot.oscillator, snapshot.plateau, snapshot.constrained
     return {
-        "status": result.status,
-        "regime": result.regime,
-        "p_star": num(plateau.value) if plateau else None,
-        "plateau_lo": num(plateau.lo) if plateau else None,
-        "plateau_hi": num(plateau.hi) if plateau else None,
-        "zeta": num(osc.zeta) if osc else None,
-        "r2_smoothed": num(osc.r2_smoothed) if osc else None,
-        "margin_continuum": num(con.margin_continuum) if con else None,
-        "margin_exact": num(con.margin_exact) if con else None,
+        "status": snapshot.status,
+        "regime": snapshot.regime,
+        "p_star": plateau.value if plateau else None,
+        "plateau_lo": plateau.lo if plateau else None,
+        "plateau_hi": plateau.hi if plateau else None,
+        "zeta": osc.zeta if osc else None,
+        "r2_smoothed": osc.r2_smoothed if osc else None,
+        "margin_continuum": con.margin_continuum if con else None,
+        "margin_exact": con.margin_exact if con else None,
     }
 
 

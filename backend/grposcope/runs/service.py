@@ -12,6 +12,7 @@ from grposcope.accounts import service as accounts
 from grposcope.accounts.tokens import Principal
 from grposcope.db import count_rows
 from grposcope.errors import Forbidden, InvalidInput, RunNotFound
+from grposcope.fits.snapshot import FitSnapshotModel
 from grposcope.metrics.values import decode
 from grposcope.models import HYPERPARAMETER_COLUMNS, Alert, FitSnapshot, Run, utcnow
 from grposcope.runs import repository as repo
@@ -156,13 +157,13 @@ def _summary(run: Run, open_alerts: int, latest: dict, fit: FitSnapshot | None) 
 def compact_fit(fit: FitSnapshot | None) -> dict[str, Any] | None:
     if fit is None:
         return None
-    payload = fit.payload or {}
+    snapshot = FitSnapshotModel.from_stored(fit.payload, fit.metric)
     return {
         "step": fit.step, "status": fit.status, "regime": fit.regime, "plateau": fit.p_star,
         "plateau_lo": fit.plateau_lo, "plateau_hi": fit.plateau_hi, "zeta": fit.zeta,
         "margin_continuum": fit.margin_continuum, "margin_exact": fit.margin_exact,
         "r2_smoothed": fit.r2_smoothed,
-        "steps_to_plateau": payload.get("steps_to_plateau"),
+        "steps_to_plateau": snapshot.steps_to_plateau,
     }  # fmt: skip
 
 
@@ -199,7 +200,7 @@ def run_detail(session: Session, run: Run) -> dict[str, Any]:
     out.update(
         n_steps=n_steps,
         reward_key=reward_key,
-        fit=fit.payload if fit is not None else None,
+        fit=FitSnapshotModel.from_stored(fit.payload, fit.metric).to_json() if fit else None,
         alerts=[alert_out(a) for a in repo.run_alerts(session, run.id)],
         metric_keys=sorted(latest),
         supplied_curvature=_supplied(run),
