@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from grposcope.cli.main import main
-from grposcope.fits.snapshot import SCHEMA_VERSION, SERVICE_KEYS, FitSnapshotModel
+from grposcope.dynamics.snapshot import SCHEMA_VERSION, SERVICE_KEYS, FitSnapshotModel
 from tests.worker.helpers import drain, learning_curve, make_run, send, worker_for
 
 HYPER = {"learning_rate": 2e-6, "momentum": 0.9, "k_ref": 4}

@@ -16,13 +16,12 @@ from grposcope.diagnostics.data import FitPoint, Series, rule_keys
 from grposcope.diagnostics.engine import stalled
 from grposcope.diagnostics.params import effective_params
 from grposcope.diagnostics.types import Outcome
+from grposcope.dynamics.snapshot import FitSnapshotModel
 from grposcope.fits import repository as fits_repo
-from grposcope.fits.refit import eval_key, supplied_margin, total_steps
-from grposcope.fits.snapshot import FitSnapshotModel
 from grposcope.metrics.service import load_many_arrays
 from grposcope.models import FitSnapshot, Run
+from grposcope.run_inputs import eval_key, pick_reward_key, supplied_margin, total_steps
 from grposcope.runs import repository as runs_repo
-from grposcope.runs.service import pick_reward_key
 
 FIT_HISTORY = 12  # snapshots the fit-based rules look back over (payloads are large)
 

@@ -164,7 +164,7 @@ def handle(args: argparse.Namespace) -> int:
         keep = steps <= args.until
         steps, values = steps[keep], values[keep]
     from grposcope.dynamics.fit import fit_series
-    from grposcope.fits.snapshot import FitSnapshotModel
+    from grposcope.dynamics.snapshot import FitSnapshotModel
 
     result = fit_series(steps, values, metric=key, hyper=hyper, sampling=sampling, predict=window)
     payload = FitSnapshotModel.from_result(result).to_json()

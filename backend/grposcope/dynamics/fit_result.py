@@ -7,7 +7,7 @@ Non-finite numbers become null so the output is valid JSON.
 
 Everything in the JSON is a value the fit computed: `to_json` only writes it out (the forecast,
 the prediction and the stability margins are computed by `fit_series`, once). The typed,
-versioned form a server stores and serves is `grposcope.fits.snapshot.FitSnapshot`, validated
+versioned form a server stores and serves is `grposcope.dynamics.snapshot.FitSnapshot`, validated
 from this JSON.
 """
 

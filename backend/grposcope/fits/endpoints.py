@@ -6,10 +6,10 @@ from typing import Any
 
 from fastapi import APIRouter, Query
 
-from grposcope.api.deps import PrincipalDep, SessionDep, SettingsDep
+from grposcope.api.deps import PrincipalDep, SessionDep
 from grposcope.api.types import Int64, Text
+from grposcope.dynamics.snapshot import FitSnapshotModel
 from grposcope.fits import service
-from grposcope.fits.snapshot import FitSnapshotModel
 
 router = APIRouter(tags=["fits"])
 
@@ -46,14 +46,6 @@ def whatif(
     """Predicted trajectory and margins at other lr / K_ref / β1 / G, holding K."""
     changes = {"lr": lr, "k_ref": k_ref, "momentum": momentum, "num_generations": num_generations}
     return service.whatif(session, run_id, changes)
-
-
-@router.get("/runs/{run_id}/diagnostics")
-def diagnostics(
-    run_id: Int64, session: SessionDep, _: PrincipalDep, settings: SettingsDep
-) -> dict[str, Any]:
-    """Every failure-mode rule's status now: ok, firing or unavailable (with why)."""
-    return service.diagnostics(session, run_id, settings.stall_after_s)
 
 
 @router.get("/runs/{run_id}/forecast-accuracy")

@@ -1,4 +1,4 @@
-"""Fit reads for the API: the latest fit, its history, what-if, diagnostics and the scored
+"""Fit reads for the API: the latest fit, its history, what-if and the scored
 forecasts. Fitting itself happens in the worker (refit.py), never on the request path."""
 
 from __future__ import annotations
@@ -7,13 +7,12 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from grposcope.alerts.diagnose import diagnose
+from grposcope.dynamics.snapshot import FitSnapshotModel
 from grposcope.errors import InvalidInput, NotFound
 from grposcope.fits import repository as repo
 from grposcope.fits.accuracy import summarise
-from grposcope.fits.refit import hyper_for
-from grposcope.fits.snapshot import FitSnapshotModel
 from grposcope.models import FitSnapshot, Run
+from grposcope.run_inputs import hyper_for, pick_reward_key
 from grposcope.runs import repository as runs_repo
 from grposcope.runs import service as runs
 
@@ -26,7 +25,7 @@ def _metric(session: Session, run: Run, metric: str | None) -> str:
     if metric:
         return metric
     keys = runs_repo.latest_values(session, [run.id]).get(run.id, {})
-    reward = runs.pick_reward_key(keys)
+    reward = pick_reward_key(keys)
     if reward is None:
         raise FitNotFound(f"run {run.id} has no reward series yet")
     return reward
@@ -74,11 +73,6 @@ def whatif(session: Session, run_id: int, changes: dict[str, Any]) -> dict[str, 
     except ValueError as exc:
         raise InvalidInput(str(exc)) from None
     return {"run_id": run.id, "step": snap.step, **out}
-
-
-def diagnostics(session: Session, run_id: int, stall_after_s: float) -> dict[str, Any]:
-    run = runs.get_run(session, run_id)
-    return {"run_id": run.id, "rules": [o.to_json() for o in diagnose(session, run, stall_after_s)]}
 
 
 def run_accuracy(session: Session, run_id: int) -> dict[str, Any]:

@@ -8,8 +8,8 @@ from typing import Any
 from grposcope.dynamics.continuum import Hyper
 from grposcope.dynamics.edges import NOT_COMPUTABLE_ERRORS
 from grposcope.dynamics.fit_result import ConstrainedFit, FitResult
+from grposcope.dynamics.snapshot import FitSnapshotModel
 from grposcope.dynamics.whatif import what_if
-from grposcope.fits.snapshot import FitSnapshotModel
 
 
 def rebuild(snapshot: FitSnapshotModel, hyper: Hyper) -> FitResult:

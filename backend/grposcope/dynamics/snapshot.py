@@ -76,13 +76,15 @@ class PhasesPart(_Part):
 class PredictionPart(_Part):
     """The mean metric over a window with its 80 % interval (`--predict FROM:TO`)."""
 
-    from_: float | None = Field(None, alias="from")
+    from_: float | None = Field(default=None, alias="from")
     to: float | None = None
     mean: float | None = None
     lo: float | None = None
     hi: float | None = None
     method: str | None = None
-    stage: str | None = Field(None, description="rising | settled: the mix's set of weights")
+    stage: str | None = Field(
+        default=None, description="rising | settled: the mix's set of weights"
+    )
     recent_level: float | None = None
     weights: dict[str, float | None] = Field(default_factory=dict)
 
@@ -146,11 +148,17 @@ class ConstrainedPart(_Part):
     k_ref_critical_continuum: int | None = None
     lr_critical_exact: float | None = None
     lr_critical_continuum: float | None = None
-    lr: float | None = Field(None, description="The learning rate the margins are computed at.")
-    lr_measured_at: float | None = Field(None, description="The learning rate K was read at.")
+    lr: float | None = Field(
+        default=None, description="The learning rate the margins are computed at."
+    )
+    lr_measured_at: float | None = Field(
+        default=None, description="The learning rate K was read at."
+    )
     computable: bool | None = None
     reason: str | None = None
-    step: float | None = Field(None, description="The last step of the series it was fitted on.")
+    step: float | None = Field(
+        default=None, description="The last step of the series it was fitted on."
+    )
     hyperparameters: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -178,7 +186,7 @@ class FitSnapshotModel(_Part):
     forecast: ForecastPart | None = None
     compute: ComputePart | None = None
     # SERVICE_KEYS: what the worker adds.
-    step: int | None = Field(None, description="The last step the fit saw (stored fits).")
+    step: int | None = Field(default=None, description="The last step the fit saw (stored fits).")
     fit_seconds: float | None = None
     worker: dict[str, Any] | None = None
     forecast_accuracy: dict[str, Any] | None = None
