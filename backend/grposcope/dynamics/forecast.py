@@ -23,64 +23,20 @@ metric with a known range (a 0/1 rate) has its interval clipped to it.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from grposcope.dynamics import fit_core as core
 from grposcope.dynamics.fit_priors import CURVE_CANDIDATES, KAPPA, MIX_WEIGHTS, Z80
-from grposcope.dynamics.fit_result import FitResult, finite
+from grposcope.dynamics.fit_result import Band, FitResult, Prediction
 from grposcope.dynamics.model import single_exponential
 from grposcope.dynamics.smoothing import variance_inflation
 
 _MAX_WINDOW_POINTS = 200
 _BAND_POINTS = 60
 
-
-@dataclass(frozen=True)
-class Prediction:
-    """Mean of the observed metric over steps [start, end] with its 80 % interval."""
-
-    start: float
-    end: float
-    mean: float
-    lo: float
-    hi: float
-    model_mean: float  # the fitted curve's mean over the window
-    recent_level: float
-    weights: tuple[tuple[str, float], ...] = ()  # (candidate, weight) of the mix in `mean`
-    method: str = "mix"
-    stage: str = "settled"  # rising | settled: which set of weights the mix used
-
-    def to_json(self) -> dict[str, Any]:
-        return finite(
-            {
-                "from": self.start,
-                "to": self.end,
-                "mean": self.mean,
-                "lo": self.lo,
-                "hi": self.hi,
-                "method": self.method,
-                "recent_level": self.recent_level,
-                "weights": dict(self.weights),
-            }  # fmt: skip
-        )
-
-
-@dataclass(frozen=True)
-class Band:
-    """Expected metric (the mean level, without per-step noise) with an 80 % band."""
-
-    steps: tuple[float, ...]
-    mean: tuple[float, ...]
-    lo: tuple[float, ...]
-    hi: tuple[float, ...]
-
-    def to_json(self) -> dict[str, Any]:
-        return finite(
-            {"step": self.steps, "mean": self.mean, "lo": self.lo, "hi": self.hi, "level": 0.8}
-        )
+__all__ = ["Band", "Prediction", "compute_budget", "forecast_band", "predict_window"]
 
 
 def _require(result: FitResult) -> None:
