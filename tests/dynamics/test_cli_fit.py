@@ -104,7 +104,7 @@ def test_not_a_log(tmp_path: Path, capsys) -> None:
     p = tmp_path / "notes.txt"
     p.write_text("hello\nworld\n")
     assert main(["fit", str(p)]) == 2
-    assert "neither a trainer_state.json nor a CSV" in capsys.readouterr().err
+    assert "cannot tell its format" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

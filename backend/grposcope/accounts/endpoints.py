@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 from sqlalchemy import func, select
 
 from grposcope.accounts import service
-from grposcope.api.deps import AdminDep, PrincipalDep, SessionDep
+from grposcope.api.deps import AdminDep, PrincipalCacheDep, PrincipalDep, SessionDep
 from grposcope.api.types import Int64, Text
 from grposcope.models import Project, Run, Team
 
@@ -96,9 +96,15 @@ def list_tokens(session: SessionDep, _: AdminDep) -> list[dict[str, Any]]:
 
 
 @router.delete("/tokens/{token_id}", response_model=TokenOut)
-def revoke_token(token_id: Int64, session: SessionDep, _: AdminDep) -> dict[str, Any]:
-    """Revoke a token (admin)."""
-    return _token_out(service.revoke_token(session, token_id))
+def revoke_token(
+    token_id: Int64, session: SessionDep, _: AdminDep, cache: PrincipalCacheDep
+) -> dict[str, Any]:
+    """Revoke a token (admin): at once in this process, within the token cache's TTL in
+    the others (grposcope.accounts.cache)."""
+    row = service.revoke_token(session, token_id)
+    if cache is not None:
+        cache.forget_token(row.id)
+    return _token_out(row)
 
 
 def _token_out(row: Any) -> dict[str, Any]:

@@ -170,16 +170,18 @@ def handle(args: argparse.Namespace) -> int:
         keep = steps <= args.until
         steps, values = steps[keep], values[keep]
     from grposcope.dynamics.fit import fit_series
+    from grposcope.dynamics.snapshot import FitSnapshotModel
 
-    result = fit_series(steps, values, metric=key, hyper=hyper, sampling=sampling)
+    result = fit_series(steps, values, metric=key, hyper=hyper, sampling=sampling, predict=window)
+    payload = FitSnapshotModel.from_result(result).to_json()
     if not result.oscillator:
         if args.json:
-            print_json(result.to_json())
+            print_json(payload)
         else:
             print(f"grposcope: {key}: {result.message}")
         return 1
-    payload = result.to_json(predict=window)
-    if observed is not None and "prediction" in payload:
+    if observed is not None and payload.get("prediction"):
+        # beside the contract's prediction, what the log then shows (a CLI-only check)
         payload["prediction"].update(observed_mean=observed[0], observed_points=observed[1])
     if args.json:
         print_json(payload)

@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "token",
     "runs",
     "importer",
+    "follow",
     "fit",
     "stability",
     "bandit",
@@ -26,6 +27,7 @@ COMMAND_MODULES = (
     "demo",
     "dashboard",
     "migrate",
+    "maintain",
 )
 
 
