@@ -186,3 +186,34 @@ def test_runs_list_json_carries_the_fit(server: LiveServer):
     }  # fmt: skip
     assert listed["regime"] in ("overdamped", "critically_damped", "oscillatory", "unstable")
     assert listed["plateau"]["lo"] <= listed["plateau"]["value"] <= listed["plateau"]["hi"]
+
+
+def test_a_server_that_is_not_grposcope_is_explained(tmp_path: Path):
+    """A URL that leads to some other web server answering HTML with 200: one line naming the
+    URL, no JSONDecodeError traceback."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Html(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+            body = b"<html><body>hello</body></html>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Html)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{httpd.server_address[1]}"
+        out = cli("runs", "list", env={"GRPOSCOPE_URL": url, "GRPOSCOPE_TOKEN": "gs_x"})
+        assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+        assert f"{url} (GRPOSCOPE_URL) answered 200 with 'text/html'" in out.stderr
+        assert "not the JSON of the grposcope API" in out.stderr
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
