@@ -68,6 +68,8 @@ def test_verl_log_imports_with_hyperparameters_and_the_rules_read_its_series(
     assert hp["learning_rate"] == 1e-6 and hp["k_ref"] == 4 and hp["num_generations"] == 5
     assert hp["correction"] == "is_clipped" and hp["momentum"] == 0.9
     assert run["status"] == "finished"
+    assert run["reward_key"] == "critic/score/mean"  # the run detail's roles: the same table
+    assert run["roles"]["entropy"] == "actor/entropy" and run["roles"]["kl"] == "actor/kl_loss"
     stored = _series(http, got["id"], "critic/score/mean", "actor/entropy")
     assert stored["critic/score/mean"][1] == round(0.8 - 0.6 * math.exp(-1 / 15), 4)
     assert stored["actor/entropy"][80] == pytest.approx(0.5)

@@ -8,6 +8,7 @@ from typing import Any
 from sqlalchemy import case, update
 from sqlalchemy.orm import Session
 
+from grposcope import series_roles
 from grposcope.accounts import service as accounts
 from grposcope.accounts.tokens import Principal
 from grposcope.db import count_rows
@@ -202,6 +203,7 @@ def run_detail(session: Session, run: Run) -> dict[str, Any]:
         fit=fit.payload if fit is not None else None,
         alerts=[alert_out(a) for a in repo.run_alerts(session, run.id)],
         metric_keys=sorted(latest),
+        roles=series_roles.resolve(latest),
         supplied_curvature=_supplied(run),
     )
     return out
