@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Response
 
 from grposcope.alerts import service
-from grposcope.alerts.kinds import alert_kinds
+from grposcope.alerts.kinds import alert_kinds, rule_params
 from grposcope.alerts.schemas import (
     AlertKindList,
     AlertList,
@@ -16,10 +16,11 @@ from grposcope.alerts.schemas import (
     RuleIn,
     RuleList,
     RuleOut,
+    RuleParamsList,
     WebhookIn,
     WebhookOut,
 )
-from grposcope.api.deps import AdminDep, PrincipalDep, SessionDep
+from grposcope.api.deps import AdminDep, PrincipalDep, SessionDep, SettingsDep
 from grposcope.api.types import Int64, Text
 
 router = APIRouter(tags=["alerts"])
@@ -31,6 +32,13 @@ def list_alert_kinds(_: PrincipalDep) -> dict[str, Any]:
     return {"items": alert_kinds()}
 
 
+@router.get("/rule-params", response_model=RuleParamsList)
+def list_rule_params(_: PrincipalDep) -> dict[str, Any]:
+    """Each rule's parameters with default, allowed range, type and meaning: what a form
+    needs to edit thresholds without guessing (``PUT /projects/{id}/rules/{kind}``)."""
+    return {"items": rule_params()}
+
+
 @router.get("/alerts", response_model=AlertList)
 def list_alerts(
     session: SessionDep,
@@ -40,11 +48,13 @@ def list_alerts(
     team: Text | None = None,
     project: Text | None = None,
     run_id: Int64 | None = None,
+    severity: Text | None = None,
     limit: Int64 = 50,
     offset: Int64 = 0,
 ) -> dict[str, Any]:
     """Alerts of every team, most recently updated first."""
-    filters = {"state": state, "kind": kind, "team": team, "project": project, "run_id": run_id}
+    filters = {"state": state, "kind": kind, "team": team, "project": project,
+               "run_id": run_id, "severity": severity}  # fmt: skip
     return service.list_alerts(session, limit=limit, offset=offset, **filters)
 
 
@@ -93,3 +103,11 @@ def deliveries(
 ) -> dict[str, Any]:
     """The delivery log of a webhook, newest first (admin)."""
     return service.deliveries(session, principal, webhook_id, limit)
+
+
+@router.get("/runs/{run_id}/diagnostics")
+def diagnostics(
+    run_id: Int64, session: SessionDep, _: PrincipalDep, settings: SettingsDep
+) -> dict[str, Any]:
+    """Every failure-mode rule's status now: ok, firing or unavailable (with why)."""
+    return service.diagnostics(session, run_id, settings.stall_after_s)

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 from grposcope.accounts import service as accounts
 from grposcope.accounts.tokens import Principal
 from grposcope.alerts import repository as repo
+from grposcope.alerts.diagnose import diagnose
 from grposcope.alerts.schemas import RuleIn, WebhookIn
 from grposcope.db import count_rows
 from grposcope.diagnostics.params import KINDS, defaults, effective_params, validate_params
@@ -19,6 +20,7 @@ from grposcope.models import Alert, AlertRule, Project, Run, Webhook, utcnow
 from grposcope.runs import service as runs
 
 STATES = ("open", "acknowledged", "resolved")
+SEVERITIES = ("info", "warning", "critical")
 
 
 def alert_out(alert: Alert, run: Run) -> dict[str, Any]:
@@ -35,6 +37,8 @@ def list_alerts(session: Session, *, limit: int = 50, offset: int = 0, **filters
         raise InvalidInput("offset must be >= 0")
     if filters.get("state") and filters["state"] not in STATES:
         raise InvalidInput(f"state must be one of {', '.join(STATES)}")
+    if filters.get("severity") and filters["severity"] not in SEVERITIES:
+        raise InvalidInput(f"severity must be one of {', '.join(SEVERITIES)}")
     if filters.get("kind") and filters["kind"] not in KINDS:
         raise InvalidInput(f"kind must be one of {', '.join(KINDS)}")
     query = repo.alerts_query(**filters)
@@ -167,3 +171,9 @@ def deliveries(session: Session, principal: Principal, webhook_id: int, limit: i
     keys = ("id", "webhook_id", "alert_id", "event", "status", "attempts", "response_code",
             "last_error", "created_at", "delivered_at")  # fmt: skip
     return {"items": [{k: getattr(d, k) for k in keys} for d in rows]}
+
+
+def diagnostics(session: Session, run_id: int, stall_after_s: float) -> dict[str, Any]:
+    """Every rule's outcome for the run now (the same function the worker alerts on)."""
+    run = runs.get_run(session, run_id)
+    return {"run_id": run.id, "rules": [o.to_json() for o in diagnose(session, run, stall_after_s)]}
