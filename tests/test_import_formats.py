@@ -68,6 +68,8 @@ def test_verl_log_imports_with_hyperparameters_and_the_rules_read_its_series(
     assert hp["learning_rate"] == 1e-6 and hp["k_ref"] == 4 and hp["num_generations"] == 5
     assert hp["correction"] == "is_clipped" and hp["momentum"] == 0.9
     assert run["status"] == "finished"
+    assert run["reward_key"] == "critic/score/mean"  # the run detail's roles: the same table
+    assert run["roles"]["entropy"] == "actor/entropy" and run["roles"]["kl"] == "actor/kl_loss"
     stored = _series(http, got["id"], "critic/score/mean", "actor/entropy")
     assert stored["critic/score/mean"][1] == round(0.8 - 0.6 * math.exp(-1 / 15), 4)
     assert stored["actor/entropy"][80] == pytest.approx(0.5)
@@ -148,3 +150,23 @@ def test_a_bad_file_is_refused_whole(
     assert out.returncode == 2 and message in out.stderr, out.stderr
     assert out.stderr.count("\n") == 1  # one line, no traceback
     assert http.get("/runs").json()["total"] == 0  # nothing half-imported
+
+
+def test_a_long_import_shows_progress_on_a_terminal_only(
+    live_server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.test_cli_progress import _run_on_a_terminal
+
+    env, _ = _client(live_server)
+    path = tmp_path / "long.jsonl"
+    path.write_text("".join(f'{{"step": {s}, "reward": {s / 2000}}}\n' for s in range(1, 2001)))
+    cmd = [sys.executable, "-m", "grposcope.cli.main", "import", str(path), "--project", "p",
+           "--json"]  # fmt: skip
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    code, out, terminal = _run_on_a_terminal(cmd)
+    assert code == 0, terminal
+    assert "import" in terminal and "%|" in terminal and "step" in terminal, terminal
+    assert json.loads(out)["steps"] == 2000  # stdout untouched
+    piped = cli("import", str(path), "--project", "p", "--json", env=env)
+    assert piped.returncode == 0 and piped.stderr == ""

@@ -78,3 +78,16 @@ def test_real_logs_all_have_a_reward(real_logs: Path) -> None:
         key = guess_reward_key(series.keys())
         assert key is not None, path.name
         assert np.isfinite(series[key][1]).sum() >= 20, path.name
+
+
+def test_any_format_the_plugin_reads_becomes_series() -> None:
+    fixtures = Path(__file__).resolve().parent / "fixtures" / "logs"
+    series = read_log(fixtures / "verl_console.log")
+    steps, values = series["critic/score/mean"]
+    assert steps.tolist() == [1.0, 2.0, 3.0] and values.tolist() == [0.25, 0.375, 0.5]
+    assert guess_reward_key(series) == "critic/score/mean"
+    assert read_log(fixtures / "loop.jsonl", "jsonl")["train/answer_reward"][1].tolist() == [
+        0.125,
+        0.25,
+        0.5,
+    ]

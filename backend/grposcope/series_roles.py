@@ -119,12 +119,14 @@ TABLE: tuple[Framework, ...] = (
     ),
     Framework(
         "OpenRLHF",
-        "PPO/GRPO trainer's logged step metrics (`--use_wandb`, `--use_tensorboard`).",
+        "PPO/GRPO trainer's step status (`policy_loss`, `reward`, `return`, `kl`, …), under "
+        "`train/` in W&B and TensorBoard. `return` adds the in-reward KL penalty to the reward; "
+        "`ppo_kl` measures the update.",
         {
             "reward": ("train/reward", "reward", "train/return", "return"),
             "kl": ("train/kl", "kl"),
+            "policy_kl": ("train/ppo_kl", "ppo_kl"),
             "clip_fraction": ("train/ppo_clip_ratio", "ppo_clip_ratio"),
-            "grad_norm": ("train/actor_grad_norm", "actor_grad_norm"),
             "completion_length": ("train/response_length", "response_length"),
             "learning_rate": ("train/actor_lr", "actor_lr"),
             "loss": ("train/policy_loss", "policy_loss"),

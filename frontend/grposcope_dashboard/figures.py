@@ -432,21 +432,33 @@ HOW_TO_LOG = {
 }
 
 
-def diagnostic_panels(keys: Sequence[str], reward_key: str | None) -> list[dict[str, Any]]:
-    """Which of the run's series go in which diagnostics panel (TRL's key names); a panel
-    with no series of its own has empty ``keys`` (Train vs eval needs an eval series)."""
+def diagnostic_panels(
+    keys: Sequence[str], reward_key: str | None, roles: Mapping[str, str] | None = None
+) -> list[dict[str, Any]]:
+    """Which of the run's series go in which diagnostics panel; a panel with no series of its
+    own has empty ``keys`` (Train vs eval needs an eval series). `roles` is the server's answer
+    to "which key is the entropy, the KL, …" (the run detail's `roles`, from its key table:
+    verl's `actor/entropy`, a loop's `train/token_entropy`); TRL's names without it."""
     have = list(keys)
+    roles = roles or {}
 
     def pick(pred: Any) -> list[str]:
         return [k for k in have if pred(k)]
 
+    def role(name: str, fallback: list[str]) -> list[str]:
+        return [roles[name]] if roles.get(name) in have else fallback
+
     eval_keys = pick(lambda k: "eval" in k.lower() and "reward" in k.lower() and "std" not in k)
+    if roles.get("eval_reward") in have:
+        eval_keys = [roles["eval_reward"], *(k for k in eval_keys if k != roles["eval_reward"])]
+    clip = pick(lambda k: k.startswith("clip_ratio"))[:4] or role("clip_fraction", [])
+    kl = role("kl", pick(lambda k: k in ("kl", "objective/kl")))  # not the update's KL
     panels = [
-        ("Zero-std groups", pick(lambda k: k == ZERO_STD)),
-        ("Entropy", pick(lambda k: k == "entropy" or k.endswith("/entropy"))),
-        ("KL to reference", pick(lambda k: k in ("kl", "objective/kl"))),
-        ("Gradient norm", pick(lambda k: k == "grad_norm")),
-        ("Clip ratios", pick(lambda k: k.startswith("clip_ratio")))[:4],
+        ("Zero-std groups", role("zero_std_share", pick(lambda k: k == ZERO_STD))),
+        ("Entropy", role("entropy", pick(lambda k: k == "entropy" or k.endswith("/entropy")))),
+        ("KL to reference", kl),
+        ("Gradient norm", role("grad_norm", pick(lambda k: k == "grad_norm"))),
+        ("Clip ratios", clip),
         (
             "Train vs eval",
             ([reward_key] if reward_key else []) + eval_keys[:3] if eval_keys else [],

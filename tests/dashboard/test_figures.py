@@ -60,6 +60,24 @@ def test_diagnostics_map_traces_to_keys_and_add_iid_prediction() -> None:
     assert trace_keys[-2:] == ["reward", "eval_reward"]
 
 
+def test_diagnostic_panels_follow_the_servers_roles() -> None:
+    keys = ["critic/score/mean", "actor/entropy", "actor/ppo_kl", "actor/grad_norm",
+            "actor/pg_clipfrac", "val-core/gsm8k/reward/mean@1"]  # fmt: skip
+    roles = {"reward": "critic/score/mean", "entropy": "actor/entropy",
+             "policy_kl": "actor/ppo_kl", "grad_norm": "actor/grad_norm",
+             "clip_fraction": "actor/pg_clipfrac",
+             "eval_reward": "val-core/gsm8k/reward/mean@1"}  # fmt: skip
+    panels = {p["title"]: p["keys"] for p in figures.diagnostic_panels(keys, "critic/score/mean",
+                                                                        roles)}  # fmt: skip
+    assert panels["Entropy"] == ["actor/entropy"]
+    assert panels["KL to reference"] == []  # actor/ppo_kl measures the update, not this
+    assert panels["Gradient norm"] == ["actor/grad_norm"]
+    assert panels["Clip ratios"] == ["actor/pg_clipfrac"] and panels["Zero-std groups"] == []
+    assert panels["Train vs eval"] == ["critic/score/mean", "val-core/gsm8k/reward/mean@1"]
+    without = {p["title"]: p["keys"] for p in figures.diagnostic_panels(keys, "critic/score/mean")}
+    assert without["Gradient norm"] == []  # an older server: TRL's names only
+
+
 def test_never_logged_panels_are_left_out_and_named_once() -> None:
     panels = figures.diagnostic_panels(["reward", "frac_reward_zero_std", "kl"], "reward")
     series = {"frac_reward_zero_std": {"steps": [1, 2, 3], "values": [0, 1, 0]},

@@ -54,7 +54,7 @@ def test_diagnostics_read_their_series_from_the_page_digest_only() -> None:
     run = {"id": 7, "metric_keys": keys, "reward_key": "reward", "hyperparameters": hyper}
     init = run_data.diag_init(run)
     assert init == {"id": 7, "metric_keys": run["metric_keys"], "reward_key": "reward",
-                    "hyperparameters": {"num_generations": 8}}  # fmt: skip
+                    "roles": {}, "hyperparameters": {"num_generations": 8}}  # fmt: skip
     api = RecordingApi()
     xy = {"steps": [1, 2, 3], "smooth": [0.1, 0.2, 0.3]}
     built = run_data.build_diagnostics(api, init, xy)  # type: ignore[arg-type]

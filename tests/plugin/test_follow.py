@@ -178,3 +178,23 @@ def test_follow_a_real_trl_run_writing_tensorboard(live_server, tmp_path: Path) 
         want = {s: m[key] for s, m in expected.items() if key in m}
         assert got[key] == pytest.approx(want, rel=1e-6), key
     assert "train/reward" in keys and "train/entropy" in keys
+
+
+def test_detection_waits_for_a_first_step_line(live_server, tmp_path: Path) -> None:
+    from grposcope_trainer.follow import Follower
+
+    log = tmp_path / "job.log"
+    log.write_text("2026-11-30 10:02:11 INFO -- Started a local Ray instance.\n")
+    follower = Follower(log, project="follow", url=live_server.url, token=live_server.token("a"),
+                        spool_dir=str(tmp_path / "spool"))  # fmt: skip
+    assert follower.poll_once() == 0 and follower.run is None  # no step line: format unknown
+    with log.open("a") as fh:
+        fh.write("(TaskRunner pid=1) step:1 - critic/score/mean:0.5\n")
+    assert follower.poll_once() == 1
+    assert follower.finish("finished") == 0
+    reader = Reader(live_server.url, live_server.admin_token)
+    (run,) = reader.runs("follow")
+    assert run["name"] == "job" and run["status"] == "finished"
+    assert reader.series(run["id"], ["critic/score/mean"]) == {"critic/score/mean": {1: 0.5}}
+    # a TensorBoard directory named like transformers' runs/ is named after its output dir
+    assert Follower(tmp_path / "out" / "runs", fmt="tensorboard").name == "out"

@@ -183,3 +183,45 @@ def test_an_output_directory_is_read_through_its_newest_checkpoint(tmp_path: Pat
     save(4)  # the next save: a new checkpoint holding the whole history
     assert tail.poll().steps() == {3: {"reward": 0.3}, 4: {"reward": 0.4}}
     assert sorted(read_log(tmp_path).steps()) == [1, 2, 3, 4]
+
+
+def test_tensorboard_tail_reads_new_events_and_new_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("tensorboard")
+    from grposcope_trainer.logs import tensorboard as tb
+    from tests.fixtures.tensorboard_logs import write_events
+
+    monkeypatch.setattr(tb, "RELIST_S", 0.0)  # look for new files at every poll
+    tail = open_tail(tmp_path / "runs", "tensorboard")
+    assert tail.poll().rows == []  # the directory does not exist yet
+    write_events(tmp_path / "runs" / "first", [(1, {"train/reward": 0.5})])
+    assert tail.poll().steps() == {1: {"train/reward": 0.5}}
+    assert tail.poll().rows == []  # nothing new
+    # a restarted trainer writes a second event file in a new sub-directory
+    write_events(tmp_path / "runs" / "second", [(2, {"train/reward": 0.75})])
+    assert tail.poll().steps() == {2: {"train/reward": 0.75}}
+
+
+def test_tensorboard_tail_reads_a_file_as_it_grows(tmp_path: Path) -> None:
+    pytest.importorskip("tensorboard")
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    writer = EventFileWriter(str(tmp_path), flush_secs=3600)
+    tail = open_tail(tmp_path, "tensorboard")
+
+    def log(step: int, value: float) -> None:
+        summary = summary_pb2.Summary(
+            value=[summary_pb2.Summary.Value(tag="r", simple_value=value)]
+        )
+        writer.add_event(event_pb2.Event(wall_time=1.0 + step, step=step, summary=summary))
+        writer.flush()  # as transformers' TensorBoard callback does after each log
+
+    log(1, 0.25)
+    assert tail.poll().steps() == {1: {"r": 0.25}}
+    log(2, 0.5)
+    log(3, 0.75)
+    data = tail.poll()
+    assert data.steps() == {2: {"r": 0.5}, 3: {"r": 0.75}} and data.wall_times[3] == 4.0
+    writer.close()

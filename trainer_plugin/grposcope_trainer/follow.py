@@ -116,7 +116,28 @@ class Follower:
         self.flush_timeout = flush_timeout
         self.run: Run | None = None
         self.steps_sent = 0
-        self._tail: Tail | None = open_tail(path, fmt) if path.exists() else None
+        self._waiting_logged = False
+        self._tail: Tail | None = self._open_tail()
+
+    def _open_tail(self) -> Tail | None:
+        """The reader, or None while PATH is missing, empty, or holds nothing whose format can
+        be told yet (a job that has just started: a banner, no step line)."""
+        if self.fmt is not None:
+            return open_tail(self.path, self.fmt)
+        if not self.path.exists() or (self.path.is_file() and self.path.stat().st_size == 0):
+            self._wait()
+            return None
+        try:
+            return open_tail(self.path, None)
+        except LogFormatError as exc:  # e.g. a verl log with its banner but no step line yet
+            self._wait(str(exc))
+            return None
+
+    def _wait(self, why: str = "") -> None:
+        if not self._waiting_logged:
+            self._waiting_logged = True
+            logger.info("grposcope: waiting for %s to hold a log%s", self.path,
+                        f" ({why}; --format skips detection)" if why else "")  # fmt: skip
 
     @property
     def run_key(self) -> str:
@@ -153,9 +174,9 @@ class Follower:
     def poll_once(self) -> int:
         """Read what the log gained and log it; returns the number of new steps."""
         if self._tail is None:
-            if not self.path.exists():
+            self._tail = self._open_tail()
+            if self._tail is None:
                 return 0
-            self._tail = open_tail(self.path, self.fmt)
         data = self._tail.poll()
         if not data.rows:
             return 0
@@ -195,9 +216,12 @@ class Follower:
 
 
 def _default_name(path: Path) -> str:
-    if path.name == "trainer_state.json":
+    """The log's name: a trainer_state.json's directory, a log file's stem, and for a
+    TensorBoard directory named like transformers' `runs/`, the output directory's name."""
+    path = path.resolve()
+    if path.name == "trainer_state.json" or path.name in ("runs", "logs", "tensorboard", "tb"):
         return path.parent.name
-    return path.name if path.is_dir() else path.stem
+    return path.stem if path.suffix and not path.is_dir() else path.name
 
 
 def _alive(pid: int) -> bool:

@@ -20,7 +20,13 @@ import math
 from pathlib import Path
 from typing import Any
 
-from grposcope.cli.common import ApiClient, CliError, add_client_options, print_json
+from grposcope.cli.common import (
+    ApiClient,
+    CliError,
+    ProgressBar,
+    add_client_options,
+    print_json,
+)
 
 STEPS_PER_BATCH = 500
 
@@ -61,11 +67,13 @@ def run(args: argparse.Namespace) -> int:
         body["team"] = args.team
     run_obj = client.post("/runs", json=body)
     inserted = duplicates = 0
-    for start in range(0, len(records), STEPS_PER_BATCH):
-        chunk = records[start : start + STEPS_PER_BATCH]
-        result = client.post(f"/runs/{run_obj['id']}/ingest", json={"steps": chunk})
-        inserted += result["inserted"]
-        duplicates += result["duplicates"]
+    with ProgressBar("import", total=len(records), unit="step") as bar:  # on a terminal only
+        for start in range(0, len(records), STEPS_PER_BATCH):
+            chunk = records[start : start + STEPS_PER_BATCH]
+            result = client.post(f"/runs/{run_obj['id']}/ingest", json={"steps": chunk})
+            inserted += result["inserted"]
+            duplicates += result["duplicates"]
+            bar.advance(len(chunk))
     if args.status != "running":
         client.post(f"/runs/{run_obj['id']}/finish", json={"status": args.status})
     out = {"id": run_obj["id"], "name": run_obj["name"], "format": prepared["format"],

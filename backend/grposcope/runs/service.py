@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy import case, update
 from sqlalchemy.orm import Session
 
+from grposcope import series_roles
 from grposcope.accounts import service as accounts
 from grposcope.accounts.tokens import Principal
 from grposcope.db import count_rows
@@ -178,6 +179,7 @@ def run_detail(session: Session, run: Run) -> dict[str, Any]:
         fit=FitSnapshotModel.from_stored(fit.payload, fit.metric).to_json() if fit else None,
         alerts=[alert_out(a) for a in repo.run_alerts(session, run.id)],
         metric_keys=sorted(latest),
+        roles=series_roles.resolve(latest),
         supplied_curvature=_supplied(run),
     )
     return out

@@ -94,6 +94,7 @@ def diag_init(run: dict[str, Any]) -> dict[str, Any]:
         "id": run["id"],
         "metric_keys": run.get("metric_keys") or [],
         "reward_key": reward_key_of(run),
+        "roles": run.get("roles") or {},
         "hyperparameters": {"num_generations": group},
     }
 
@@ -102,7 +103,7 @@ def build_diagnostics(api: Api, run: dict[str, Any], xy: dict[str, Any] | None) 
     """The six diagnostics panels and their live state (which trace shows which key);
     ``run`` is the run's detail or its :func:`diag_init` digest."""
     reward_key = reward_key_of(run)
-    panels = figures.diagnostic_panels(run.get("metric_keys") or [], reward_key)
+    panels = figures.diagnostic_panels(run.get("metric_keys") or [], reward_key, run.get("roles"))
     keys = sorted({k for p in panels for k in p["keys"]} - {reward_key})
     series = api.series(run["id"], keys, max_points=DIAG_POINTS) if keys else {}
     if reward_key and xy:
