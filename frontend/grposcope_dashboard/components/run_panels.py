@@ -131,7 +131,10 @@ def stability(
                 ": exact ",
                 html.B(
                     signed(cons.get("margin_exact")),
-                    className=f"text-{margin_level(cons.get('margin_exact'))}",
+                    # a blown-up run's fitted margin is history, not a verdict: not in green
+                    className="text-muted"
+                    if unstable
+                    else f"text-{margin_level(cons.get('margin_exact'))}",
                 ),
                 ", continuum ",
                 html.B(signed(cons.get("margin_continuum"))),
