@@ -141,10 +141,11 @@ def _metrics_card(run: dict[str, Any]) -> dbc.Card:
         multi=True,
         placeholder="Pick series to chart (completion length, KL, each reward function, lr…)",
     )
-    graph = dcc.Graph(
-        id="run-metrics",
-        figure=figures.empty_figure("Loading…", height=200),
-        config=GRAPH_CONFIG,
+    # The graph itself is made by the first read (``metrics_open``): one chart fewer for
+    # plotly to draw while the page opens.
+    graph = html.Div(
+        html.P("The series load once the reward chart is drawn.", className="text-muted small"),
+        id="run-metrics-box",
     )
     note = html.Div(
         f"Up to {figures.MAX_EXPLORER_KEYS} series, downsampled by the server like the reward; "
@@ -353,19 +354,39 @@ def _rebuild(api: api_client.Api, state: dict[str, Any]) -> tuple:
 
 
 @callback(
-    Output("run-metrics", "figure"),
+    Output("run-metrics-box", "children"),
     Input("run-metric-pick", "value"),
     Input("run-diag-go", "data"),
-    Input("run-slow-tick", "n_intervals"),
     State("run-state", "data"),
     prevent_initial_call=True,
 )
-def metrics(keys: list[str] | None, _: Any, __: Any, state: dict[str, Any]) -> Any:
+def metrics_open(keys: list[str] | None, _: Any, state: dict[str, Any]) -> Any:
     """The picked series, first read once the reward chart is drawn (``run-diag-go``, like
-    the diagnostics); re-read on the slow tick only while something is picked."""
-    keys = list(keys or [])[: figures.MAX_EXPLORER_KEYS]
-    if not keys and dash.ctx.triggered_id == "run-slow-tick":
+    the diagnostics), and again when the pick changes."""
+    figure = _metrics_figure(keys, state)
+    return dcc.Graph(id="run-metrics", figure=figure, config=GRAPH_CONFIG)
+
+
+@callback(
+    Output("run-metrics", "figure"),
+    Input("run-slow-tick", "n_intervals"),
+    State("run-metric-pick", "value"),
+    State("run-state", "data"),
+    State("run-slow-state", "data"),
+    prevent_initial_call=True,
+)
+def metrics_refresh(
+    _: Any, keys: list[str] | None, state: dict[str, Any], slow: dict[str, Any] | None
+) -> Any:
+    """A live run's picked series, re-read on the slow tick (the zoom is kept: uirevision);
+    a finished run's series no longer change."""
+    if not keys or (slow or {}).get("status") in ("finished", "failed"):
         raise PreventUpdate
+    return _metrics_figure(keys, state)
+
+
+def _metrics_figure(keys: list[str] | None, state: dict[str, Any]) -> Any:
+    keys = list(keys or [])[: figures.MAX_EXPLORER_KEYS]
     try:
         series = (
             api_client.client().series(state["run_id"], keys, max_points=run_data.MAX_POINTS)
