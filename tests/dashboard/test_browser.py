@@ -258,6 +258,10 @@ def test_compare_overlays_three_runs_from_two_teams(dash_server: Any, page: Any)
     # a finished run's axis ends where it ended, not a forecast window later
     x_end = wait_until(lambda: page.evaluate(X_END_JS), 20, "the reward chart drawn")
     assert x_end == 300
+    # sent in one batch, the run was fitted at one step only: its history says so, no dot
+    fits = viewer.http.get(f"/runs/{ids[2]}/fits").json()["items"]
+    if len({f["step"] for f in fits}) == 1:
+        page.locator("#run-evolution").get_by_text("One forecast so far").wait_for()
 
 
 def test_viewer_is_refused_admin_settings(dash_server: Any, page: Any) -> None:
