@@ -371,7 +371,7 @@ def hyper_table(run: Mapping[str, Any]) -> html.Div:
     )
 
 
-def accuracy(payload: Any) -> html.Div:
+def accuracy(payload: Any, bounds: tuple[float, float] | None = None) -> html.Div:
     """Forecasts made at 20/40/60 % of the run, scored against the final level it reached,
     beside the naive forecast "the recent level stays" (the bar a forecast must beat)."""
     if not isinstance(payload, Mapping):
@@ -404,7 +404,7 @@ def accuracy(payload: Any) -> html.Div:
                     html.Td(
                         f"{to_float(i.get('fraction')):.0%} · step {step(i.get('made_at_step'))}"
                     ),
-                    html.Td(interval(i.get("predicted"), i.get("lo"), i.get("hi"))),
+                    html.Td(interval(*clip([i.get(k) for k in ("predicted", "lo", "hi")], bounds))),
                     html.Td(num(i.get("actual"))),
                     html.Td(num(i.get("error"))),
                     html.Td(num(i.get("naive_error"))),

@@ -100,7 +100,10 @@ def layout(run_id: str | None = None, **_: str) -> html.Div:
                         ),
                         lg=6,
                     ),
-                    dbc.Col(_history_card(api, run), lg=6),
+                    dbc.Col(
+                        _history_card(api, run, figures.stored_bounds(built["state"]["bounds"])),
+                        lg=6,
+                    ),
                 ],
                 className="g-3 mb-3",
             ),
@@ -176,18 +179,22 @@ def _stability_card(run: dict[str, Any], fit: dict[str, Any] | None) -> dbc.Card
     return _card("Stability", body)
 
 
-def _history_card(api: api_client.Api, run: dict[str, Any]) -> dbc.Card:
+def _history_card(
+    api: api_client.Api, run: dict[str, Any], bounds: tuple[float, float] | None
+) -> dbc.Card:
     scored = None
     if run.get("status") in ("finished", "failed"):
         scored = api.forecast_accuracy(run["id"])
-    figure = figures.forecast_evolution_figure(api.fits(run["id"]), panels.final_level(scored))
+    figure = figures.forecast_evolution_figure(
+        api.fits(run["id"]), panels.final_level(scored), bounds
+    )
     evolution = dcc.Graph(id="run-evolution", figure=figure, config=GRAPH_CONFIG)
     return _card(
         "How the plateau forecast evolved",
         [
             evolution,
             html.H6("Forecast accuracy", className="mt-2"),
-            html.Div(panels.accuracy(scored), id="run-accuracy-box"),
+            html.Div(panels.accuracy(scored, bounds), id="run-accuracy-box"),
         ],
     )
 
