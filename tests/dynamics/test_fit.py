@@ -191,7 +191,7 @@ def test_constrained_fit_measures_k() -> None:
 def test_json_contract() -> None:
     t, y, _ = _curve(0.6, seed=9)
     y[5] = np.nan
-    out = fit_series(t, y, metric="train/reward").to_json(predict=(400, 500))
+    out = fit_series(t, y, metric="train/reward", predict=(400, 500)).to_json()
     text = json.dumps(out, allow_nan=False)  # valid JSON, no NaN literals
     assert json.loads(text) == out
     assert {
@@ -223,7 +223,7 @@ def test_real_logs_fit_without_errors(real_logs) -> None:
     for path in sorted(real_logs.glob("*.csv")):
         series = read_log(path)
         steps, values = series[guess_reward_key(series.keys())]
-        fit = fit_series(steps, values)
+        fit = fit_series(steps, values, predict=(steps[-1], steps[-1] + 50))
         assert fit.success, (path.name, fit.message)
         assert fit.oscillator.r2_smoothed > 0.5, path.name
-        json.dumps(fit.to_json(predict=(steps[-1], steps[-1] + 50)), allow_nan=False)
+        json.dumps(fit.to_json(), allow_nan=False)

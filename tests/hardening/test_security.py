@@ -111,7 +111,7 @@ def test_a_new_sqlite_database_is_private(tmp_path):
 def test_an_outage_is_one_line_not_a_traceback_per_poll(caplog):
     from sqlalchemy.exc import OperationalError
 
-    from grposcope.worker.outage import OutageLog
+    from grposcope.outage import OutageLog
 
     log = logging.getLogger("grposcope.test-outage")
     outage = OutageLog(log, "fit worker")

@@ -96,8 +96,8 @@ def test_a_supplied_curvature_inside_the_edge_raises_nothing_predicted(tmp_path)
 
 
 def test_the_constrained_fit_uses_a_measured_stale_share():
-    from grposcope.fits.refit import hyper_for
     from grposcope.models import Run
+    from grposcope.run_inputs import hyper_for
 
     run = Run(learning_rate=0.5, optimizer="sgd", momentum=0.5, k_ref=9, correction="none")
     assert hyper_for(run).stale_share == 1.0  # the correction mode's default

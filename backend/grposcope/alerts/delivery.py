@@ -49,6 +49,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from grposcope.alerts import repository as repo
 from grposcope.db import session_scope
 from grposcope.models import Webhook, WebhookDelivery, utcnow
+from grposcope.outage import OutageLog
 
 log = logging.getLogger("grposcope.webhooks")
 
@@ -123,8 +124,6 @@ class Deliverer:
         self._client.close()
 
     def serve(self, stop: threading.Event) -> None:
-        from grposcope.worker.outage import OutageLog
-
         outage = OutageLog(log, "webhook dispatch")
         while not stop.is_set():
             try:

@@ -7,7 +7,6 @@ so what the API shows is exactly what the alerts were decided on.
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Any
 
 from sqlalchemy.orm import Session
 
@@ -17,12 +16,12 @@ from grposcope.diagnostics.data import FitPoint, Series, rule_keys
 from grposcope.diagnostics.engine import stalled
 from grposcope.diagnostics.params import effective_params
 from grposcope.diagnostics.types import Outcome
+from grposcope.dynamics.snapshot import FitSnapshotModel
 from grposcope.fits import repository as fits_repo
-from grposcope.fits.refit import eval_key, supplied_margin, total_steps
 from grposcope.metrics.service import load_many_arrays
 from grposcope.models import FitSnapshot, Run
+from grposcope.run_inputs import eval_key, pick_reward_key, supplied_margin, total_steps
 from grposcope.runs import repository as runs_repo
-from grposcope.runs.service import pick_reward_key
 
 FIT_HISTORY = 12  # snapshots the fit-based rules look back over (payloads are large)
 
@@ -48,17 +47,19 @@ def load_many(session: Session, run_id: int, keys: list[str]) -> dict[str, Serie
 
 
 def fit_point(s: FitSnapshot) -> FitPoint:
-    p: dict[str, Any] = s.payload or {}
-    osc = p.get("oscillator") or {}
-    con = p.get("constrained") or {}
+    """What the rules read of one stored snapshot: its columns and, through the typed
+    snapshot (any stored version), the parts of the payload the columns lack."""
+    p = FitSnapshotModel.from_stored(s.payload, s.metric)
+    con = p.constrained
     return FitPoint(
-        step=int(s.step), success=bool(p.get("success")), regime=s.regime, zeta=s.zeta,
-        r2_smoothed=s.r2_smoothed, p_star=s.p_star, p0=osc.get("p0"),
+        step=int(s.step), success=p.success, regime=s.regime, zeta=s.zeta,
+        r2_smoothed=s.r2_smoothed, p_star=s.p_star,
+        p0=p.oscillator.p0 if p.oscillator else None,
         plateau_lo=s.plateau_lo, plateau_hi=s.plateau_hi,
-        plateau_start=(p.get("phases") or {}).get("plateau_start"),
-        noise_sd=p.get("noise_sd"), n_points=int(p.get("n_points") or 0),
+        plateau_start=p.phases.plateau_start, noise_sd=p.noise_sd, n_points=p.n_points,
         margin_exact=s.margin_exact, margin_continuum=s.margin_continuum,
-        constrained_r2=con.get("r2_smoothed"), lag_applies=con.get("lag_applies"),
+        constrained_r2=con.r2_smoothed if con else None,
+        lag_applies=con.lag_applies if con else None,
     )  # fmt: skip
 
 

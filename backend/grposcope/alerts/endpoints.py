@@ -20,7 +20,7 @@ from grposcope.alerts.schemas import (
     WebhookIn,
     WebhookOut,
 )
-from grposcope.api.deps import AdminDep, PrincipalDep, SessionDep
+from grposcope.api.deps import AdminDep, PrincipalDep, SessionDep, SettingsDep
 from grposcope.api.types import Int64, Text
 
 router = APIRouter(tags=["alerts"])
@@ -103,3 +103,11 @@ def deliveries(
 ) -> dict[str, Any]:
     """The delivery log of a webhook, newest first (admin)."""
     return service.deliveries(session, principal, webhook_id, limit)
+
+
+@router.get("/runs/{run_id}/diagnostics")
+def diagnostics(
+    run_id: Int64, session: SessionDep, _: PrincipalDep, settings: SettingsDep
+) -> dict[str, Any]:
+    """Every failure-mode rule's status now: ok, firing or unavailable (with why)."""
+    return service.diagnostics(session, run_id, settings.stall_after_s)

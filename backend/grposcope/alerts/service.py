@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 from grposcope.accounts import service as accounts
 from grposcope.accounts.tokens import Principal
 from grposcope.alerts import repository as repo
+from grposcope.alerts.diagnose import diagnose
 from grposcope.alerts.schemas import RuleIn, WebhookIn
 from grposcope.db import count_rows
 from grposcope.diagnostics.params import KINDS, defaults, effective_params, validate_params
@@ -170,3 +171,9 @@ def deliveries(session: Session, principal: Principal, webhook_id: int, limit: i
     keys = ("id", "webhook_id", "alert_id", "event", "status", "attempts", "response_code",
             "last_error", "created_at", "delivered_at")  # fmt: skip
     return {"items": [{k: getattr(d, k) for k in keys} for d in rows]}
+
+
+def diagnostics(session: Session, run_id: int, stall_after_s: float) -> dict[str, Any]:
+    """Every rule's outcome for the run now (the same function the worker alerts on)."""
+    run = runs.get_run(session, run_id)
+    return {"run_id": run.id, "rules": [o.to_json() for o in diagnose(session, run, stall_after_s)]}

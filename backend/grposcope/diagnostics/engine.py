@@ -71,6 +71,11 @@ def _message(kind: str, evidence: Mapping[str, Any]) -> str:
             c = evidence["collapse"]
             return (f"{c['key']} collapsed from {c['reference_level']} to {c['level_now']} "
                     f"({c['fall_sigmas']} noise σ) in {c['points']} points")  # fmt: skip
+        if "flatline" in evidence:
+            f = evidence["flatline"]
+            return (f"{f['key']} has been exactly {f['value']} for {f['points']} points since step "
+                    f"{f['since_step']} (below every earlier value): every group scores the same, "
+                    "so there is no learning signal left")  # fmt: skip
         if evidence.get("predicted") and "margin_exact" in evidence:
             return f"stability margin {evidence.get('margin_exact')} (exact): instability ahead"
         if evidence.get("predicted"):

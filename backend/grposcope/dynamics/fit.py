@@ -14,14 +14,18 @@ widened for residual excess and lag-1 autocorrelation, which the forecasts use.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from grposcope.dynamics import fit_core as core
+from grposcope.dynamics import forecast
+from grposcope.dynamics.continuum import Hyper
+from grposcope.dynamics.edges import report
+from grposcope.dynamics.fit_constrained import fit_constrained
 from grposcope.dynamics.fit_priors import DEFAULT_PRIORS, LONG_FRACTION, Z80, Priors
 from grposcope.dynamics.fit_result import (
     ConstrainedFit,
@@ -30,6 +34,7 @@ from grposcope.dynamics.fit_result import (
     Interval,
     OscillatorFit,
     Scaling,
+    Stability,
     insufficient,
 )
 from grposcope.dynamics.model import classify_regime, phases, single_exponential, trajectory
@@ -47,9 +52,6 @@ from grposcope.dynamics.smoothing import (
     smoothing_width,
     variance_inflation,
 )
-
-if TYPE_CHECKING:
-    from grposcope.dynamics.stability import Hyper
 
 __all__ = ["FitResult", "fit_series", "MIN_POINTS"]
 
@@ -209,35 +211,23 @@ def _exponential(data: _Data, sc: Scaling, prob: core.Problem) -> ExponentialFit
     return ExponentialFit(p_star, p0, rate, sc.origin, r2, r2s, a)
 
 
-def _constrained(data: _Data, sc: Scaling, prob: core.Problem, hyper: Hyper) -> ConstrainedFit:
-    from grposcope.dynamics.fit_constrained import fit_constrained
-    from grposcope.dynamics.stability import continuum_margin, edges, exact_stability
-
-    sol = fit_constrained(prob, hyper, sc.span)
+def _constrained(
+    data: _Data, sc: Scaling, prob: core.Problem, hyper: Hyper, lr_in_effect: float | None
+) -> ConstrainedFit:
+    """The curve is read with the lr the fitted steps ran at (a = η·K: reading a warmup's rise
+    with the peak lr would understate K); the stability model is asked once, at `hyper.lr`."""
+    lr = hyper.lr if lr_in_effect is None else float(lr_in_effect)
+    fit_hyper = dataclasses.replace(hyper, lr=lr) if lr != hyper.lr else hyper
+    sol = fit_constrained(prob, fit_hyper, sc.span)
     p_star, p0 = sc.value(sol.p_star_n), sc.value(sol.p0_n)
     pred = trajectory(data.series.steps, p_star, p0, sol.omega0, sol.zeta, sc.origin)
     _, r2s, a = _quality(data, pred, 3)
-    exact = exact_stability(hyper, sol.k)
     return ConstrainedFit(
-        K=sol.k,
-        margin_continuum=float(continuum_margin(hyper, sol.k)),
-        margin_exact=float(exact.margin),
-        M=sol.m,
-        C=sol.c,
-        K_eff=sol.k_eff,
-        p_star=p_star,
-        p0=p0,
-        omega0=sol.omega0,
-        zeta=sol.zeta,
-        t0=sc.origin,
-        r2_smoothed=r2s,
-        aic=a,
-        regime=classify_regime(sol.zeta),
-        lag_applies=bool(exact.lag_applies),
-        note=str(exact.note),
-        hyper=hyper,
-        edges=edges(hyper, sol.k, exact),
-    )
+        K=sol.k, M=sol.m, C=sol.c, K_eff=sol.k_eff, p_star=p_star, p0=p0, omega0=sol.omega0,
+        zeta=sol.zeta, t0=sc.origin, r2_smoothed=r2s, aic=a, regime=classify_regime(sol.zeta),
+        hyper=hyper, lr_measured_at=lr, stability=Stability.from_report(report(hyper, sol.k)),
+        step=float(data.series.steps[-1]),
+    )  # fmt: skip
 
 
 def fit_series(
@@ -251,6 +241,9 @@ def fit_series(
     priors: Priors = DEFAULT_PRIORS,
     max_points: int = MAX_POINTS,
     sampling: Sampling | None = None,
+    lr_in_effect: float | None = None,
+    horizon: float | None = None,
+    predict: tuple[float, float] | None = None,
 ) -> FitResult:
     """Fit the oscillator, the single exponential and (with `hyper`) the constrained model.
 
@@ -267,6 +260,15 @@ def fit_series(
     max_points : bin longer series to this many step bins for the optimiser.
     sampling : completions per step and the logged reward spread: splits the residual
         variance into sampling noise and dynamical fluctuation (`result.noise`, noise.py).
+    lr_in_effect : the learning rate the fitted steps ran at (the logged one, under a
+        warmup), which the constrained fit reads K with; the margins stay at `hyper.lr`.
+        None: `hyper.lr`.
+    horizon : the step the forecast band runs to (the planned last step; default twice the
+        steps seen); it also bounds the compute budget.
+    predict : a (from, to) window: `result.prediction` is the mean metric over it.
+
+    The forecasts (band, steps to plateau, compute budget, the `predict` window) are computed
+    here, once: the result carries them as values and `to_json` only writes them out.
     """
     if max_points < MIN_POINTS:
         raise ValueError(f"max_points must be >= {MIN_POINTS}, got {max_points!r}")
@@ -282,14 +284,14 @@ def fit_series(
     prob = _problem(series, sc, priors, max_points, data.noise_sd)
     osc, sol, cov = _oscillator(data, sc, prob, warm, fit_t0)
     exp_fit = _exponential(data, sc, prob)
-    constrained = _constrained(data, sc, prob, hyper) if hyper is not None else None
+    constrained = _constrained(data, sc, prob, hyper, lr_in_effect) if hyper is not None else None
     sd_star = sc.scale * math.sqrt(cov[0, 0]) if cov is not None else float("inf")
     half = Z80 * sd_star
     slow_end, plateau_start = phases(osc.omega0, osc.zeta, osc.t0)
     k = max(3, int(round(RECENT_FRACTION * n)))
     ok = sol.success and cov is not None
     noise = _noise(series, osc, len(sol.theta), sampling) if sampling is not None else None
-    return FitResult(
+    result = FitResult(
         status="ok" if ok else "not_converged",
         success=ok,
         message="converged" if ok else f"optimiser: {sol.message}",
@@ -315,6 +317,25 @@ def fit_series(
         noise=noise,
         long_level=float(np.mean(series.values[-max(3, int(round(LONG_FRACTION * n))) :])),
         bounds=known_bounds(metric, series.values),
+    )
+    return _with_forecasts(result, horizon, predict)
+
+
+def _with_forecasts(
+    result: FitResult, horizon: float | None, predict: tuple[float, float] | None
+) -> FitResult:
+    """The result with what the forecasts computed from it (the values `to_json` writes)."""
+    last = result.last_step
+    total = horizon if horizon is not None and last is not None and horizon >= last else None
+    budget = forecast.compute_budget(result, total if result.success else None)
+    if not result.success:  # an unconverged fit says nothing about the compute
+        budget = dict.fromkeys(budget)
+    return dataclasses.replace(
+        result,
+        steps_to_plateau=forecast.steps_to_plateau(result),
+        forecast=forecast.forecast_band(result, horizon),
+        prediction=None if predict is None else forecast.predict_window(result, *predict),
+        compute=budget,
     )
 
 

@@ -1,9 +1,14 @@
 """The frozen result of `fit.fit_series` and its JSON form (the `grposcope fit --json` contract).
 
 The JSON keys of docs/model.md §4 are produced exactly; extra keys (`status`, `message`,
-`t0`, `first_step`, `last_step`, `steps_to_plateau`, `forecast`, and `noise` when the fit was
-given the sampling information) are additions the dashboard uses. Non-finite numbers become
-null so the output is valid JSON.
+`t0`, `first_step`, `last_step`, `steps_to_plateau`, `forecast`, `compute`, `noise_sd`, and
+`noise` when the fit was given the sampling information) are additions the dashboard uses.
+Non-finite numbers become null so the output is valid JSON.
+
+Everything in the JSON is a value the fit computed: `to_json` only writes it out (the forecast,
+the prediction and the stability margins are computed by `fit_series`, once). The typed,
+versioned form a server stores and serves is `grposcope.dynamics.snapshot.FitSnapshot`, validated
+from this JSON.
 """
 
 from __future__ import annotations
@@ -15,9 +20,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
+    from grposcope.dynamics.continuum import Hyper
     from grposcope.dynamics.noise import NoiseSplit
     from grposcope.dynamics.smoothing import Series
-    from grposcope.dynamics.stability import Hyper
 
 
 @dataclass(frozen=True)
@@ -66,12 +71,95 @@ class Interval:
 
 
 @dataclass(frozen=True)
-class ConstrainedFit:
-    """The hyperparameter-constrained fit: K measured, M, C, K_eff from the continuum."""
+class Prediction:
+    """Mean of the observed metric over steps [start, end] with its 80 % interval."""
 
-    K: float
+    start: float
+    end: float
+    mean: float
+    lo: float
+    hi: float
+    model_mean: float  # the fitted curve's mean over the window
+    recent_level: float
+    weights: tuple[tuple[str, float], ...] = ()  # (candidate, weight) of the mix in `mean`
+    method: str = "mix"
+    stage: str = "settled"  # rising | settled: which set of weights the mix used
+
+    def to_json(self) -> dict[str, Any]:
+        return finite(
+            {
+                "from": self.start,
+                "to": self.end,
+                "mean": self.mean,
+                "lo": self.lo,
+                "hi": self.hi,
+                "method": self.method,
+                "stage": self.stage,
+                "recent_level": self.recent_level,
+                "weights": dict(self.weights),
+            }  # fmt: skip
+        )
+
+
+@dataclass(frozen=True)
+class Band:
+    """Expected metric (the mean level, without per-step noise) with an 80 % band."""
+
+    steps: tuple[float, ...]
+    mean: tuple[float, ...]
+    lo: tuple[float, ...]
+    hi: tuple[float, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """`step` is the `grposcope fit --json` spelling, `steps` the API's: both are served."""
+        return finite(
+            {"step": self.steps, "steps": self.steps, "mean": self.mean, "lo": self.lo,
+             "hi": self.hi, "level": 0.8}
+        )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Stability:
+    """What the stability model says of the hyperparameters at the measured K (``edges.report``),
+    computed once, at ``lr`` (the configured peak learning rate in the worker, ``--lr`` in
+    ``grposcope fit``). Numbers are NaN/None where ``computable`` is False."""
+
+    lr: float
     margin_continuum: float
     margin_exact: float
+    zeta_exact: float
+    lag_applies: bool
+    note: str
+    computable: bool
+    reason: str | None
+    edges: dict[str, float | int | None]
+
+    @classmethod
+    def from_report(cls, report: dict[str, Any]) -> Stability:
+        def num(key: str) -> float:
+            value = report.get(key)
+            return float("nan") if value is None else float(value)
+
+        edge_keys = ("k_ref_critical_exact", "k_ref_critical_continuum", "lr_critical_exact",
+                     "lr_critical_continuum")  # fmt: skip
+        return cls(
+            lr=num("lr"), margin_continuum=num("margin_continuum"),
+            margin_exact=num("margin_exact"), zeta_exact=num("zeta_exact"),
+            lag_applies=bool(report.get("lag_applies")), note=str(report.get("note") or ""),
+            computable=bool(report.get("computable")), reason=report.get("reason"),
+            edges={k: report.get(k) for k in edge_keys},
+        )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ConstrainedFit:
+    """The hyperparameter-constrained fit: K measured, M, C, K_eff from the continuum.
+
+    The curve (K, M, C, K_eff, ζ) is read at ``lr_measured_at``, the learning rate in effect
+    while the fitted steps rose; the margins in ``stability`` are at ``hyper.lr``.
+    """
+
+    K: float
     M: float
     C: float
     K_eff: float
@@ -83,20 +171,19 @@ class ConstrainedFit:
     r2_smoothed: float
     aic: float
     regime: str
-    lag_applies: bool
-    note: str
-    hyper: Hyper
-    # The critical K_ref and learning rate at K (``stability.edges``); None when not computed
-    # (a fit rebuilt from stored JSON for a what-if).
-    edges: dict[str, float | int | None] | None = None
+    hyper: Hyper  # the settings the margins are at
+    lr_measured_at: float
+    # None for a fit rebuilt from stored JSON for a what-if (which recomputes what it needs).
+    stability: Stability | None = None
+    step: float | None = None  # the last step of the series it was fitted on
 
     @property
-    def zeta_exact(self) -> float:
-        """Damping ratio of the exact discrete map at the measured K (``stability.zeta_exact``):
-        the continuum ``zeta`` crosses 1 far too early on long regeneration periods."""
-        from grposcope.dynamics.stability import zeta_exact
+    def margin_continuum(self) -> float:
+        return self.stability.margin_continuum if self.stability else float("nan")
 
-        return zeta_exact(self.hyper, self.K)
+    @property
+    def margin_exact(self) -> float:
+        return self.stability.margin_exact if self.stability else float("nan")
 
 
 @dataclass(frozen=True)
@@ -128,13 +215,15 @@ class FitResult:
     noise: NoiseSplit | None = None  # sampling vs dynamical split (fit_series(sampling=...))
     long_level: float = float("nan")  # mean of the last 30 % of points (the mix's long level)
     bounds: tuple[float, float] | None = None  # known range of the metric (a 0/1 rate), or None
+    # What the forecasts computed from this fit (fit_series computes them once; None for a
+    # result without a curve, or without a `predict` window).
+    steps_to_plateau: float | None = None
+    forecast: Band | None = None
+    prediction: Prediction | None = None
+    compute: dict[str, float | None] | None = None
 
-    def to_json(
-        self, predict: tuple[float, float] | None = None, horizon: float | None = None
-    ) -> dict[str, Any]:
-        """The `grposcope fit --json` payload; `predict` adds `prediction` for that window."""
-        from grposcope.dynamics import forecast
-
+    def to_json(self) -> dict[str, Any]:
+        """The `grposcope fit --json` payload: the values computed by the fit, written out."""
         out: dict[str, Any] = {
             "status": self.status,
             "success": self.success,
@@ -148,16 +237,23 @@ class FitResult:
             "regime": self.regime,
             "plateau": None if self.plateau is None else vars(self.plateau).copy(),
             "phases": {"slow_start_end": self.phases[0], "plateau_start": self.phases[1]},
-            "steps_to_plateau": forecast.steps_to_plateau(self),
+            "steps_to_plateau": self.steps_to_plateau,
+            "noise_sd": self.noise_sd,
         }
-        if predict is not None:
-            out["prediction"] = forecast.predict_window(self, *predict).to_json()
+        if self.prediction is not None:
+            out["prediction"] = self.prediction.to_json()
         if self.constrained is not None:
             out["constrained"] = _constrained_json(self.constrained)
         if self.noise is not None:
             out["noise"] = self.noise.to_json()
-        if self.oscillator is not None:
-            out["forecast"] = forecast.forecast_band(self, horizon).to_json()
+        if self.forecast is not None:
+            out["forecast"] = self.forecast.to_json()
+        if self.compute is not None:
+            out["compute"] = {
+                "useful_steps": self.compute.get("useful_steps"),
+                "wasted_steps": self.compute.get("wasted_so_far"),
+                **self.compute,
+            }
         return finite(out)
 
 
@@ -176,26 +272,16 @@ def _exp_json(o: ExponentialFit | None) -> dict[str, Any] | None:
 
 
 def _constrained_json(c: ConstrainedFit) -> dict[str, Any]:
-    keys = (
-        "K",
-        "margin_continuum",
-        "margin_exact",
-        "M",
-        "C",
-        "K_eff",
-        "p_star",
-        "p0",
-        "omega0",
-        "zeta",
-        "r2_smoothed",
-        "aic",
-        "regime",
-        "lag_applies",
-        "note",
-        "zeta_exact",
-    )
-    out = {k: getattr(c, k) for k in keys}
-    out.update(c.edges or {})
+    keys = ("K", "M", "C", "K_eff", "p_star", "p0", "omega0", "zeta", "r2_smoothed", "aic",
+            "regime", "lr_measured_at", "step")  # fmt: skip
+    out: dict[str, Any] = {k: getattr(c, k) for k in keys}
+    st = c.stability
+    if st is not None:
+        out.update(
+            margin_continuum=st.margin_continuum, margin_exact=st.margin_exact,
+            zeta_exact=st.zeta_exact, lag_applies=st.lag_applies, note=st.note, lr=st.lr,
+            computable=st.computable, reason=st.reason, **st.edges,
+        )  # fmt: skip
     out["hyperparameters"] = c.hyper.to_json()
     return out
 

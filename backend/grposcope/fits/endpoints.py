@@ -6,17 +6,20 @@ from typing import Any
 
 from fastapi import APIRouter, Query
 
-from grposcope.api.deps import PrincipalDep, SessionDep, SettingsDep
+from grposcope.api.deps import PrincipalDep, SessionDep
 from grposcope.api.types import Int64, Text
+from grposcope.dynamics.snapshot import FitSnapshotModel
 from grposcope.fits import service
 
 router = APIRouter(tags=["fits"])
 
 
-@router.get("/runs/{run_id}/fit")
+@router.get(
+    "/runs/{run_id}/fit", response_model=FitSnapshotModel, response_model_exclude_unset=True
+)
 def latest_fit(
     run_id: Int64, session: SessionDep, _: PrincipalDep, metric: Text | None = None
-) -> dict[str, Any]:
+) -> FitSnapshotModel:
     """The latest fit of the run's reward series (or of `metric`), with its forecast."""
     return service.latest_fit(session, run_id, metric)
 
@@ -43,14 +46,6 @@ def whatif(
     """Predicted trajectory and margins at other lr / K_ref / β1 / G, holding K."""
     changes = {"lr": lr, "k_ref": k_ref, "momentum": momentum, "num_generations": num_generations}
     return service.whatif(session, run_id, changes)
-
-
-@router.get("/runs/{run_id}/diagnostics")
-def diagnostics(
-    run_id: Int64, session: SessionDep, _: PrincipalDep, settings: SettingsDep
-) -> dict[str, Any]:
-    """Every failure-mode rule's status now: ok, firing or unavailable (with why)."""
-    return service.diagnostics(session, run_id, settings.stall_after_s)
 
 
 @router.get("/runs/{run_id}/forecast-accuracy")

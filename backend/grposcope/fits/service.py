@@ -1,4 +1,4 @@
-"""Fit reads for the API: the latest fit, its history, what-if, diagnostics and the scored
+"""Fit reads for the API: the latest fit, its history, what-if and the scored
 forecasts. Fitting itself happens in the worker (refit.py), never on the request path."""
 
 from __future__ import annotations
@@ -7,12 +7,12 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from grposcope.alerts.diagnose import diagnose
+from grposcope.dynamics.snapshot import FitSnapshotModel
 from grposcope.errors import InvalidInput, NotFound
 from grposcope.fits import repository as repo
 from grposcope.fits.accuracy import summarise
-from grposcope.fits.refit import hyper_for
 from grposcope.models import FitSnapshot, Run
+from grposcope.run_inputs import hyper_for, pick_reward_key
 from grposcope.runs import repository as runs_repo
 from grposcope.runs import service as runs
 
@@ -25,19 +25,19 @@ def _metric(session: Session, run: Run, metric: str | None) -> str:
     if metric:
         return metric
     keys = runs_repo.latest_values(session, [run.id]).get(run.id, {})
-    reward = runs.pick_reward_key(keys)
+    reward = pick_reward_key(keys)
     if reward is None:
         raise FitNotFound(f"run {run.id} has no reward series yet")
     return reward
 
 
-def latest_fit(session: Session, run_id: int, metric: str | None = None) -> dict[str, Any]:
+def latest_fit(session: Session, run_id: int, metric: str | None = None) -> FitSnapshotModel:
     run = runs.get_run(session, run_id)
     name = _metric(session, run, metric)
     snap = repo.latest(session, run.id, name)
     if snap is None:
         raise FitNotFound(f"run {run_id} has no fit of {name!r} yet")
-    return snap.payload
+    return FitSnapshotModel.from_stored(snap.payload, name)
 
 
 def fit_history(session: Session, run_id: int, metric: str | None, limit: int) -> dict[str, Any]:
@@ -61,21 +61,18 @@ def whatif(session: Session, run_id: int, changes: dict[str, Any]) -> dict[str, 
 
     run = runs.get_run(session, run_id)
     base = hyper_for(run)
-    snap = repo.latest(session, run.id, _metric(session, run, None))
-    if base is None or snap is None or not (snap.payload or {}).get("constrained"):
+    name = _metric(session, run, None)
+    snap = repo.latest(session, run.id, name)
+    fit = FitSnapshotModel.from_stored(snap.payload if snap else None, name)
+    if base is None or snap is None or fit.constrained is None:
         raise InvalidInput(
             f"run {run_id} has no constrained fit yet (it needs learning_rate and a fit)"
         )
     try:
-        out = predict(base, snap.payload, changes, run.num_generations)
+        out = predict(base, fit, changes, run.num_generations)
     except ValueError as exc:
         raise InvalidInput(str(exc)) from None
     return {"run_id": run.id, "step": snap.step, **out}
-
-
-def diagnostics(session: Session, run_id: int, stall_after_s: float) -> dict[str, Any]:
-    run = runs.get_run(session, run_id)
-    return {"run_id": run.id, "rules": [o.to_json() for o in diagnose(session, run, stall_after_s)]}
 
 
 def run_accuracy(session: Session, run_id: int) -> dict[str, Any]:
@@ -91,10 +88,11 @@ def run_accuracy(session: Session, run_id: int) -> dict[str, Any]:
 
 
 def _scored(session: Session, run: Run) -> dict[str, Any] | None:
-    snap = repo.latest(session, run.id, _metric(session, run, None))
+    name = _metric(session, run, None)
+    snap = repo.latest(session, run.id, name)
     if snap is None:
         return None
-    return (snap.payload or {}).get("forecast_accuracy")
+    return FitSnapshotModel.from_stored(snap.payload, name).forecast_accuracy
 
 
 def project_accuracy(session: Session, project_id: int) -> dict[str, Any]:

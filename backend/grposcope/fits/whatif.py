@@ -1,4 +1,4 @@
-"""What-if from a stored snapshot: rebuild the constrained fit from its JSON and ask
+"""What-if from a stored snapshot: rebuild the constrained fit from the typed snapshot and ask
 `grposcope.dynamics.whatif.what_if` (no refit on the request path)."""
 
 from __future__ import annotations
@@ -8,39 +8,40 @@ from typing import Any
 from grposcope.dynamics.continuum import Hyper
 from grposcope.dynamics.edges import NOT_COMPUTABLE_ERRORS
 from grposcope.dynamics.fit_result import ConstrainedFit, FitResult
+from grposcope.dynamics.snapshot import FitSnapshotModel
 from grposcope.dynamics.whatif import what_if
 
 
-def rebuild(payload: dict[str, Any], hyper: Hyper) -> FitResult:
-    """The parts of a FitResult that `what_if` reads, from a stored `fit --json` payload."""
-    c = payload["constrained"]
-    t0 = float((payload.get("oscillator") or {}).get("t0") or 0.0)
+def rebuild(snapshot: FitSnapshotModel, hyper: Hyper) -> FitResult:
+    """The parts of a FitResult that `what_if` reads, from a stored snapshot (any version)."""
+    c = snapshot.constrained
+    if c is None:
+        raise ValueError("the snapshot has no constrained fit")
+    t0 = (snapshot.oscillator.t0 if snapshot.oscillator else None) or 0.0
 
-    def num(key: str) -> float:
-        value = c.get(key)
+    def num(value: float | None) -> float:
         return float("nan") if value is None else float(value)
 
     constrained = ConstrainedFit(
-        K=num("K"), margin_continuum=num("margin_continuum"), margin_exact=num("margin_exact"),
-        M=num("M"), C=num("C"), K_eff=num("K_eff"), p_star=num("p_star"), p0=num("p0"),
-        omega0=num("omega0"), zeta=num("zeta"), t0=t0, r2_smoothed=num("r2_smoothed"),
-        aic=num("aic"), regime=str(c.get("regime")), lag_applies=bool(c.get("lag_applies")),
-        note=str(c.get("note") or ""), hyper=hyper,
+        K=num(c.K), M=num(c.M), C=num(c.C), K_eff=num(c.K_eff), p_star=num(c.p_star),
+        p0=num(c.p0), omega0=num(c.omega0), zeta=num(c.zeta), t0=float(t0),
+        r2_smoothed=num(c.r2_smoothed), aic=num(c.aic), regime=str(c.regime), hyper=hyper,
+        lr_measured_at=num(c.lr_measured_at if c.lr_measured_at is not None else hyper.lr),
+        step=c.step,
     )  # fmt: skip
-    return FitResult(status=str(payload.get("status")), success=bool(payload.get("success")),
-                     message="", metric=str(payload.get("metric")),
-                     n_points=int(payload.get("n_points") or 0),
-                     first_step=payload.get("first_step"), last_step=payload.get("last_step"),
+    return FitResult(status=snapshot.status, success=snapshot.success, message="",
+                     metric=snapshot.metric, n_points=snapshot.n_points,
+                     first_step=snapshot.first_step, last_step=snapshot.last_step,
                      constrained=constrained)  # fmt: skip
 
 
 def predict(
-    base: Hyper, payload: dict[str, Any], changes: dict[str, Any], group_size: int | None
+    base: Hyper, snapshot: FitSnapshotModel, changes: dict[str, Any], group_size: int | None
 ) -> dict[str, Any]:
     """The what-if answer for the API: what_if's JSON plus a `trajectory` object and a note."""
     try:
         result = what_if(
-            rebuild(payload, base),
+            rebuild(snapshot, base),
             lr=changes.get("lr"),
             k_ref=changes.get("k_ref"),
             momentum=changes.get("momentum"),

@@ -31,7 +31,7 @@ from grposcope.models import (
     MetricKey,
     RunMetric,
 )
-from grposcope.runs import service as runs
+from grposcope.run_inputs import get_run
 
 MIN_POINTS, MAX_POINTS = 10, 200_000
 
@@ -134,7 +134,7 @@ def downsample_indices(cols: Columns, n_out: int) -> np.ndarray:
 
 
 def metric_keys(session: Session, run_id: int) -> dict[str, Any]:
-    runs.get_run(session, run_id)
+    get_run(session, run_id)
     rows = session.execute(
         select(MetricKey.name, RunMetric.last_step, RunMetric.last_value, RunMetric.last_flag)
         .join(MetricKey, MetricKey.id == RunMetric.key_id)

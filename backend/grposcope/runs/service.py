@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from typing import Any
 
@@ -11,9 +12,11 @@ from sqlalchemy.orm import Session
 from grposcope.accounts import service as accounts
 from grposcope.accounts.tokens import Principal
 from grposcope.db import count_rows
+from grposcope.dynamics.snapshot import FitSnapshotModel
 from grposcope.errors import Forbidden, InvalidInput, RunNotFound
 from grposcope.metrics.values import decode
 from grposcope.models import HYPERPARAMETER_COLUMNS, Alert, FitSnapshot, Run, utcnow
+from grposcope.run_inputs import get_run, normalise_optimizer, pick_reward_key, supplied_margin
 from grposcope.runs import repository as repo
 from grposcope.runs.schemas import RunCreate
 
@@ -52,27 +55,8 @@ def _apply_hyperparameters(run: Run, hyper: dict[str, Any]) -> None:
             setattr(run, column, hyper[column])
 
 
-def normalise_optimizer(name: str) -> str:
-    """Map the many spellings (adamw_torch, adamw_8bit, paged_adamw_32bit, SGD) to our three."""
-    lowered = name.lower()
-    if "adamw" in lowered:
-        return "adamw"
-    if "adam" in lowered:
-        return "adam"
-    if "sgd" in lowered:
-        return "sgd"
-    return lowered[:40]
-
-
 def hyperparameters(run: Run) -> dict[str, Any]:
     return {c: getattr(run, c) for c in HYPERPARAMETER_COLUMNS if getattr(run, c) is not None}
-
-
-def get_run(session: Session, run_id: int) -> Run:
-    run = session.get(Run, run_id)
-    if run is None:
-        raise RunNotFound(f"run {run_id} does not exist")
-    return run
 
 
 def get_run_for_write(session: Session, principal: Principal, run_id: int) -> Run:
@@ -156,22 +140,14 @@ def _summary(run: Run, open_alerts: int, latest: dict, fit: FitSnapshot | None) 
 def compact_fit(fit: FitSnapshot | None) -> dict[str, Any] | None:
     if fit is None:
         return None
-    payload = fit.payload or {}
+    snapshot = FitSnapshotModel.from_stored(fit.payload, fit.metric)
     return {
         "step": fit.step, "status": fit.status, "regime": fit.regime, "plateau": fit.p_star,
         "plateau_lo": fit.plateau_lo, "plateau_hi": fit.plateau_hi, "zeta": fit.zeta,
         "margin_continuum": fit.margin_continuum, "margin_exact": fit.margin_exact,
         "r2_smoothed": fit.r2_smoothed,
-        "steps_to_plateau": payload.get("steps_to_plateau"),
+        "steps_to_plateau": snapshot.steps_to_plateau,
     }  # fmt: skip
-
-
-def pick_reward_key(keys: Any) -> str | None:
-    """The run's reward series, by the same rule ``grposcope fit`` uses for files."""
-    from grposcope.logfiles import guess_reward_key
-
-    keys = list(keys)
-    return guess_reward_key(keys) if keys else None
 
 
 def resolve(session: Session, ref: str | int) -> Run:
@@ -199,7 +175,7 @@ def run_detail(session: Session, run: Run) -> dict[str, Any]:
     out.update(
         n_steps=n_steps,
         reward_key=reward_key,
-        fit=fit.payload if fit is not None else None,
+        fit=FitSnapshotModel.from_stored(fit.payload, fit.metric).to_json() if fit else None,
         alerts=[alert_out(a) for a in repo.run_alerts(session, run.id)],
         metric_keys=sorted(latest),
         supplied_curvature=_supplied(run),
@@ -209,10 +185,6 @@ def run_detail(session: Session, run: Run) -> dict[str, Any]:
 
 def _supplied(run: Run) -> dict[str, Any] | None:
     """The margins at the curvature the run brought (hyperparameters.curvature), or None."""
-    import dataclasses
-
-    from grposcope.fits.refit import supplied_margin  # refit imports this module
-
     got = supplied_margin(run)
     return None if got is None else dataclasses.asdict(got)
 

@@ -21,13 +21,13 @@ from grposcope.alerts.lifecycle import apply_outcomes
 from grposcope.config import Settings
 from grposcope.db import session_scope
 from grposcope.fits.accuracy import score_run
-from grposcope.fits.refit import WarmCache, hyper_for, refit_run
+from grposcope.fits.refit import WarmCache, refit_run
 from grposcope.metrics.service import load_arrays
 from grposcope.models import AlertRule, Run, utcnow
+from grposcope.outage import OutageLog
+from grposcope.run_inputs import hyper_for, pick_reward_key
 from grposcope.runs import repository as runs_repo
-from grposcope.runs.service import pick_reward_key
 from grposcope.worker.claim import Claimer
-from grposcope.worker.outage import OutageLog
 
 log = logging.getLogger("grposcope.worker")
 

@@ -130,8 +130,11 @@ def fitted_margin_caveat(alert: Mapping[str, Any]) -> str:
 
 
 def _only_predicted(ev: Mapping[str, Any]) -> bool:
-    """The alert rests on the margin alone: nothing has blown up (no collapse, no NaN/Inf)."""
-    return bool(ev.get("predicted")) and not any(k in ev for k in ("collapse", "non_finite"))
+    """The alert rests on the margin alone: nothing has blown up (no collapse or flat line at
+    the floor, no NaN/Inf)."""
+    return bool(ev.get("predicted")) and not any(
+        k in ev for k in ("collapse", "flatline", "non_finite")
+    )
 
 
 def alert_margin(alert: Mapping[str, Any] | None) -> Any:
