@@ -80,10 +80,9 @@ def layout(run_id: str | None = None, **_: str) -> html.Div:
             _card(
                 "Diagnostics",
                 [
-                    dcc.Loading(
-                        dcc.Graph(id="run-diag", figure=_loading_figure(), config=GRAPH_CONFIG),
-                        delay_show=300,
-                    ),
+                    # No dcc.Loading: its spinner covered the panels at every live patch on a
+                    # busy machine; the placeholder figure says they are loading.
+                    dcc.Graph(id="run-diag", figure=_loading_figure(), config=GRAPH_CONFIG),
                     html.Div(id="run-diag-missing", className="small text-muted"),
                 ],
                 tip_key="frac_zero_std",
@@ -155,7 +154,7 @@ def _metrics_card(run: dict[str, Any]) -> dbc.Card:
         "they refresh every few seconds on a live run.",
         className="small text-muted",
     )
-    return _card("Metrics", [picker, dcc.Loading(graph, delay_show=300), note])
+    return _card("Metrics", [picker, graph, note])
 
 
 def _stability_card(run: dict[str, Any], fit: dict[str, Any] | None) -> dbc.Card:
