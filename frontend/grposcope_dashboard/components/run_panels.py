@@ -260,7 +260,9 @@ def whatif_controls(hyper: Mapping[str, Any]) -> dbc.Row:
     )
 
 
-def whatif_result(payload: Mapping[str, Any] | None) -> html.Div:
+def whatif_result(payload: Mapping[str, Any] | None, left_range: bool = False) -> html.Div:
+    """The predicted ζ, regime and margins; ``left_range``: the predicted curve left the
+    reward's [0, 1] range and is drawn up to its edge, which the reader is told."""
     if payload is None:
         return html.Div(
             "What-if needs a hyperparameter-constrained fit: send learning_rate, "
@@ -285,8 +287,16 @@ def whatif_result(payload: Mapping[str, Any] | None) -> html.Div:
         html.Span(["continuum ", html.B(signed(payload.get("margin_continuum")))]),
     ]
     note = payload.get("note")
+    edge = None
+    if left_range:
+        edge = html.Div(
+            "The predicted curve leaves this reward's range [0, 1] and is drawn up to its "
+            "edge: the linear model's swings are not bounded, the reward is.",
+            className="text-muted small",
+            id="whatif-clipped",
+        )
     return html.Div(
-        [html.Div(parts), html.Div(note, className="text-muted small") if note else None]
+        [html.Div(parts), html.Div(note, className="text-muted small") if note else None, edge]
     )
 
 

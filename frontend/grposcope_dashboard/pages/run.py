@@ -427,8 +427,9 @@ def whatif(lr: Any, k_ref: Any, beta1: Any, group: Any, state: dict[str, Any]) -
     bounds = figures.stored_bounds(state.get("bounds"))
     patch["data"][figures.R_WHATIF]["x"] = xs
     # A bounded reward can't be predicted past its range (a 0/1 reward at 5.5).
-    patch["data"][figures.R_WHATIF]["y"] = figures.plot_values(figures.clip(ys, bounds))
-    return patch, panels.whatif_result(payload)
+    clipped = figures.clip(ys, bounds)
+    patch["data"][figures.R_WHATIF]["y"] = figures.plot_values(clipped)
+    return patch, panels.whatif_result(payload, left_range=clipped != list(ys))
 
 
 # Registered last, with the layout function, because the pages are modules imported after
