@@ -615,10 +615,13 @@ def iid_curve(p: Sequence[Any], group_size: int) -> list[float | None]:
 
 
 def forecast_evolution_figure(
-    fits: Sequence[Mapping[str, Any]], final: float | None = None
+    fits: Sequence[Mapping[str, Any]],
+    final: float | None = None,
+    bounds: tuple[float, float] | None = None,
 ) -> go.Figure:
-    """The plateau forecast (with its 80 % interval) against the step the fit was made at;
-    ``final`` (the finished run's late level) as a reference line."""
+    """The plateau forecast (with its 80 % interval, inside a bounded reward's ``bounds``)
+    against the step the fit was made at; ``final`` (the finished run's late level) as a
+    reference line."""
     rows = [f for f in fits if isinstance(f.get("plateau"), Mapping)]
     if not rows:
         return empty_figure("No fits yet: the forecast history appears after the first refit.")
@@ -633,9 +636,9 @@ def forecast_evolution_figure(
             height=300,
         )
     x = [f["step"] for f in rows]
-    value = [to_float(f["plateau"].get("value")) for f in rows]
-    lo = [to_float(f["plateau"].get("lo")) for f in rows]
-    hi = [to_float(f["plateau"].get("hi")) for f in rows]
+    value = clip([to_float(f["plateau"].get("value")) for f in rows], bounds)
+    lo = clip([to_float(f["plateau"].get("lo")) for f in rows], bounds)
+    hi = clip([to_float(f["plateau"].get("hi")) for f in rows], bounds)
     fig = go.Figure()
     fig.add_trace(
         go.Scatter(

@@ -139,6 +139,9 @@ def test_forecast_evolution_empty_and_filled() -> None:
     assert "No fits yet" in empty.layout.annotations[0].text
     fits = [{"step": s, "plateau": {"value": 1.0, "lo": 0.9, "hi": 1.1}} for s in (10, 20)]
     assert len(figures.forecast_evolution_figure(fits, final=1.0).data) == 3
+    wide = [{"step": s, "plateau": {"value": 0.9, "lo": 0.2, "hi": 1.5}} for s in (10, 20)]
+    clipped = figures.forecast_evolution_figure(wide, None, (0.0, 1.0))
+    assert max(clipped.data[1].y) == 1.0  # a 0/1 reward's interval stops at 1
     one = figures.forecast_evolution_figure(fits[:1])  # an imported run: one snapshot
     assert not one.data and "One forecast so far" in one.layout.annotations[0].text
 

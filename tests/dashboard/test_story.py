@@ -100,3 +100,9 @@ def test_threshold_form_sends_changes_and_refuses_bad_values():
                       "window must be a whole number, got 2.5."]  # fmt: skip
     form = repr(rule_form.form(SCHEMA, {"threshold": 0.3}))
     assert "default 0.6" in form and "whole number in [2, 10000]" in form
+
+
+def test_a_clipped_what_if_says_so():
+    payload = {"zeta": 0.2, "regime": "oscillatory", "margin_exact": -0.5}
+    assert "leaves this reward's range" in repr(run_panels.whatif_result(payload, True))
+    assert "leaves" not in repr(run_panels.whatif_result(payload))

@@ -7,7 +7,8 @@ is open now keeps (or gets) its open alert; an open alert whose condition has cl
 resolved; episodes that opened and closed between two refits (an imported run arrives in one
 batch) are recorded as already-resolved alerts, without notifications. A resolved alert whose
 episode turns out, with more data, to be still going is reopened (event ``reopened``) instead
-of being counted twice.
+of being counted twice. An open alert whose episode closed while a later one opened (both
+between two refits) is resolved at its episode's end and the later episode gets its own alert.
 """
 
 from __future__ import annotations
@@ -31,7 +32,9 @@ def apply_outcomes(session: Session, run: Run, outcomes: Iterable[Outcome],
     for outcome in outcomes:
         alert = open_now.get(outcome.kind)
         seen = last_seen.get(outcome.kind)
-        if alert is not None and (outcome.status == "ok" or "disabled" in outcome.reason):
+        if alert is not None and (
+            outcome.status == "ok" or "disabled" in outcome.reason or _episode_over(alert, outcome)
+        ):
             _resolve(alert, outcome)
             events.append((alert, "resolved"))
             seen, alert = max(seen or 0, alert.resolved_step or 0), None
@@ -76,12 +79,30 @@ def _fire(session: Session, run: Run, outcome: Outcome, alert: Alert | None) -> 
     return [(alert, "escalated")] if escalated else []
 
 
+def _own_episode_end(alert: Alert, outcome: Outcome) -> int | None:
+    """Where the alert's own episode (the first one still going at its opening step) closed,
+    if it has."""
+    opened = alert.opened_step if alert.opened_step is not None else -1
+    mine = [e for e in outcome.episodes if e.resolved_step is not None and e.resolved_step > opened]
+    return mine[0].resolved_step if mine else None
+
+
+def _episode_over(alert: Alert, outcome: Outcome) -> bool:
+    """The alert's episode has closed and the rule now fires for a later one (both between
+    two refits: a fast stream, an import). That is a new alert — one alert per episode — not
+    the old one carrying the new episode's evidence (which then came back as a second,
+    "after the fact" alert with the same numbers once the old one resolved)."""
+    current = outcome.current
+    if outcome.status != "firing" or current is None:
+        return False
+    end = _own_episode_end(alert, outcome)
+    return end is not None and current.opened_step > end
+
+
 def _resolve(alert: Alert, outcome: Outcome) -> None:
     """Close the alert at the end of its own episode (the first one still going at its
     opening step), falling back to the last step the rule checked."""
-    opened = alert.opened_step if alert.opened_step is not None else -1
-    mine = [e for e in outcome.episodes if e.resolved_step is not None and e.resolved_step > opened]
-    step = mine[0].resolved_step if mine else None
+    step = _own_episode_end(alert, outcome)
     if step is None:
         step = outcome.evidence.get("last_checked_step") or outcome.evidence.get("last_step")
     alert.state, alert.resolved_step = "resolved", step

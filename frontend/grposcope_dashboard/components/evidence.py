@@ -44,6 +44,8 @@ PHRASES: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
     ("collapse.fall_sigmas", "in noise σ", num),
     ("fall_share_of_gain", "share of the gain lost", _pct),
     ("degradation.slope_per_step", "reward slope per step", num),
+    ("flatline.value", "stuck at", num),
+    ("flatline.points", "for points", step),
     ("grad_norm_growth", "grad_norm growth", _times),
     ("clip_ratio", "clip ratio", _pct),
     ("overshoot", "overshoot", num),

@@ -131,7 +131,10 @@ def stability(
                 ": exact ",
                 html.B(
                     signed(cons.get("margin_exact")),
-                    className=f"text-{margin_level(cons.get('margin_exact'))}",
+                    # a blown-up run's fitted margin is history, not a verdict: not in green
+                    className="text-muted"
+                    if unstable
+                    else f"text-{margin_level(cons.get('margin_exact'))}",
                 ),
                 ", continuum ",
                 html.B(signed(cons.get("margin_continuum"))),
@@ -257,7 +260,9 @@ def whatif_controls(hyper: Mapping[str, Any]) -> dbc.Row:
     )
 
 
-def whatif_result(payload: Mapping[str, Any] | None) -> html.Div:
+def whatif_result(payload: Mapping[str, Any] | None, left_range: bool = False) -> html.Div:
+    """The predicted ζ, regime and margins; ``left_range``: the predicted curve left the
+    reward's [0, 1] range and is drawn up to its edge, which the reader is told."""
     if payload is None:
         return html.Div(
             "What-if needs a hyperparameter-constrained fit: send learning_rate, "
@@ -282,8 +287,16 @@ def whatif_result(payload: Mapping[str, Any] | None) -> html.Div:
         html.Span(["continuum ", html.B(signed(payload.get("margin_continuum")))]),
     ]
     note = payload.get("note")
+    edge = None
+    if left_range:
+        edge = html.Div(
+            "The predicted curve leaves this reward's range [0, 1] and is drawn up to its "
+            "edge: the linear model's swings are not bounded, the reward is.",
+            className="text-muted small",
+            id="whatif-clipped",
+        )
     return html.Div(
-        [html.Div(parts), html.Div(note, className="text-muted small") if note else None]
+        [html.Div(parts), html.Div(note, className="text-muted small") if note else None, edge]
     )
 
 
@@ -368,7 +381,7 @@ def hyper_table(run: Mapping[str, Any]) -> html.Div:
     )
 
 
-def accuracy(payload: Any) -> html.Div:
+def accuracy(payload: Any, bounds: tuple[float, float] | None = None) -> html.Div:
     """Forecasts made at 20/40/60 % of the run, scored against the final level it reached,
     beside the naive forecast "the recent level stays" (the bar a forecast must beat)."""
     if not isinstance(payload, Mapping):
@@ -401,7 +414,7 @@ def accuracy(payload: Any) -> html.Div:
                     html.Td(
                         f"{to_float(i.get('fraction')):.0%} · step {step(i.get('made_at_step'))}"
                     ),
-                    html.Td(interval(i.get("predicted"), i.get("lo"), i.get("hi"))),
+                    html.Td(interval(*clip([i.get(k) for k in ("predicted", "lo", "hi")], bounds))),
                     html.Td(num(i.get("actual"))),
                     html.Td(num(i.get("error"))),
                     html.Td(num(i.get("naive_error"))),

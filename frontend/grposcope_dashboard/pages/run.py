@@ -80,10 +80,9 @@ def layout(run_id: str | None = None, **_: str) -> html.Div:
             _card(
                 "Diagnostics",
                 [
-                    dcc.Loading(
-                        dcc.Graph(id="run-diag", figure=_loading_figure(), config=GRAPH_CONFIG),
-                        delay_show=300,
-                    ),
+                    # No dcc.Loading: its spinner covered the panels at every live patch on a
+                    # busy machine; the placeholder figure says they are loading.
+                    dcc.Graph(id="run-diag", figure=_loading_figure(), config=GRAPH_CONFIG),
                     html.Div(id="run-diag-missing", className="small text-muted"),
                 ],
                 tip_key="frac_zero_std",
@@ -100,7 +99,10 @@ def layout(run_id: str | None = None, **_: str) -> html.Div:
                         ),
                         lg=6,
                     ),
-                    dbc.Col(_history_card(api, run), lg=6),
+                    dbc.Col(
+                        _history_card(api, run, figures.stored_bounds(built["state"]["bounds"])),
+                        lg=6,
+                    ),
                 ],
                 className="g-3 mb-3",
             ),
@@ -141,17 +143,18 @@ def _metrics_card(run: dict[str, Any]) -> dbc.Card:
         multi=True,
         placeholder="Pick series to chart (completion length, KL, each reward function, lr…)",
     )
-    graph = dcc.Graph(
-        id="run-metrics",
-        figure=figures.empty_figure("Loading…", height=200),
-        config=GRAPH_CONFIG,
+    # The graph itself is made by the first read (``metrics_open``): one chart fewer for
+    # plotly to draw while the page opens.
+    graph = html.Div(
+        html.P("The series load once the reward chart is drawn.", className="text-muted small"),
+        id="run-metrics-box",
     )
     note = html.Div(
         f"Up to {figures.MAX_EXPLORER_KEYS} series, downsampled by the server like the reward; "
         "they refresh every few seconds on a live run.",
         className="small text-muted",
     )
-    return _card("Metrics", [picker, dcc.Loading(graph, delay_show=300), note])
+    return _card("Metrics", [picker, graph, note])
 
 
 def _stability_card(run: dict[str, Any], fit: dict[str, Any] | None) -> dbc.Card:
@@ -175,18 +178,22 @@ def _stability_card(run: dict[str, Any], fit: dict[str, Any] | None) -> dbc.Card
     return _card("Stability", body)
 
 
-def _history_card(api: api_client.Api, run: dict[str, Any]) -> dbc.Card:
+def _history_card(
+    api: api_client.Api, run: dict[str, Any], bounds: tuple[float, float] | None
+) -> dbc.Card:
     scored = None
     if run.get("status") in ("finished", "failed"):
         scored = api.forecast_accuracy(run["id"])
-    figure = figures.forecast_evolution_figure(api.fits(run["id"]), panels.final_level(scored))
+    figure = figures.forecast_evolution_figure(
+        api.fits(run["id"]), panels.final_level(scored), bounds
+    )
     evolution = dcc.Graph(id="run-evolution", figure=figure, config=GRAPH_CONFIG)
     return _card(
         "How the plateau forecast evolved",
         [
             evolution,
             html.H6("Forecast accuracy", className="mt-2"),
-            html.Div(panels.accuracy(scored), id="run-accuracy-box"),
+            html.Div(panels.accuracy(scored, bounds), id="run-accuracy-box"),
         ],
     )
 
@@ -353,19 +360,39 @@ def _rebuild(api: api_client.Api, state: dict[str, Any]) -> tuple:
 
 
 @callback(
-    Output("run-metrics", "figure"),
+    Output("run-metrics-box", "children"),
     Input("run-metric-pick", "value"),
     Input("run-diag-go", "data"),
-    Input("run-slow-tick", "n_intervals"),
     State("run-state", "data"),
     prevent_initial_call=True,
 )
-def metrics(keys: list[str] | None, _: Any, __: Any, state: dict[str, Any]) -> Any:
+def metrics_open(keys: list[str] | None, _: Any, state: dict[str, Any]) -> Any:
     """The picked series, first read once the reward chart is drawn (``run-diag-go``, like
-    the diagnostics); re-read on the slow tick only while something is picked."""
-    keys = list(keys or [])[: figures.MAX_EXPLORER_KEYS]
-    if not keys and dash.ctx.triggered_id == "run-slow-tick":
+    the diagnostics), and again when the pick changes."""
+    figure = _metrics_figure(keys, state)
+    return dcc.Graph(id="run-metrics", figure=figure, config=GRAPH_CONFIG)
+
+
+@callback(
+    Output("run-metrics", "figure"),
+    Input("run-slow-tick", "n_intervals"),
+    State("run-metric-pick", "value"),
+    State("run-state", "data"),
+    State("run-slow-state", "data"),
+    prevent_initial_call=True,
+)
+def metrics_refresh(
+    _: Any, keys: list[str] | None, state: dict[str, Any], slow: dict[str, Any] | None
+) -> Any:
+    """A live run's picked series, re-read on the slow tick (the zoom is kept: uirevision);
+    a finished run's series no longer change."""
+    if not keys or (slow or {}).get("status") in ("finished", "failed"):
         raise PreventUpdate
+    return _metrics_figure(keys, state)
+
+
+def _metrics_figure(keys: list[str] | None, state: dict[str, Any]) -> Any:
+    keys = list(keys or [])[: figures.MAX_EXPLORER_KEYS]
     try:
         series = (
             api_client.client().series(state["run_id"], keys, max_points=run_data.MAX_POINTS)
@@ -400,8 +427,9 @@ def whatif(lr: Any, k_ref: Any, beta1: Any, group: Any, state: dict[str, Any]) -
     bounds = figures.stored_bounds(state.get("bounds"))
     patch["data"][figures.R_WHATIF]["x"] = xs
     # A bounded reward can't be predicted past its range (a 0/1 reward at 5.5).
-    patch["data"][figures.R_WHATIF]["y"] = figures.plot_values(figures.clip(ys, bounds))
-    return patch, panels.whatif_result(payload)
+    clipped = figures.clip(ys, bounds)
+    patch["data"][figures.R_WHATIF]["y"] = figures.plot_values(clipped)
+    return patch, panels.whatif_result(payload, left_range=clipped != list(ys))
 
 
 # Registered last, with the layout function, because the pages are modules imported after

@@ -51,7 +51,9 @@ def slow(_: int, state: dict[str, Any], slow_state: dict[str, Any]) -> tuple:
         out[1] = panels.summary(fit, state.get("latest"), alerts, bounds)
         out[2] = panels.stability(fit, run.get("supplied_curvature"), alerts)
     if new_fit:
-        out[4] = figures.forecast_evolution_figure(api.fits(state["run_id"]))
+        out[4] = figures.forecast_evolution_figure(
+            api.fits(state["run_id"]), None, figures.stored_bounds(state.get("bounds"))
+        )
         slow_state["fit_step"] = fit.get("step")
     if sig != slow_state.get("alerts"):
         out[3] = panels.alert_timeline(alerts)
@@ -62,7 +64,7 @@ def slow(_: int, state: dict[str, Any], slow_state: dict[str, Any]) -> tuple:
     if run["status"] in ("finished", "failed") and not slow_state.get("scored"):
         # The final refit scores the forecasts a little after the run finishes: keep asking.
         scored = api.forecast_accuracy(state["run_id"])
-        out[5] = panels.accuracy(scored)
+        out[5] = panels.accuracy(scored, figures.stored_bounds(state.get("bounds")))
         slow_state["scored"] = bool((scored or {}).get("items"))
     if all(o is no_update for o in out):
         raise PreventUpdate

@@ -45,7 +45,7 @@ def layout(**_: str) -> html.Div:
             dbc.Tabs(
                 [
                     dbc.Tab(_tokens_tab(teams), label="Tokens", tab_id="tokens"),
-                    dbc.Tab(_webhooks_tab(projects), label="Webhooks", tab_id="webhooks"),
+                    dbc.Tab(_webhooks_tab(projects, teams), label="Webhooks", tab_id="webhooks"),
                     dbc.Tab(_rules_tab(projects), label="Alert thresholds", tab_id="rules"),
                 ],
                 active_tab="tokens",
@@ -139,14 +139,14 @@ def token_table(rows: list[dict[str, Any]]) -> dbc.Table:
 # -- webhooks --------------------------------------------------------------------------------
 
 
-def _webhooks_tab(projects: list[dict[str, Any]]) -> html.Div:
+def _webhooks_tab(projects: list[dict[str, Any]], teams: list[str]) -> html.Div:
     return html.Div(
         [
             _row(
                 dbc.Input(
                     id="wh-url", placeholder="https://hooks.example.com/…", style={"width": 320}
                 ),
-                dbc.Input(id="wh-team", placeholder="team"),
+                dcc.Dropdown(id="wh-team", options=teams, placeholder="team", style={"width": 160}),
                 dcc.Dropdown(
                     id="wh-project",
                     options=sorted({p["name"] for p in projects}),
