@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from fastapi import APIRouter
@@ -16,6 +17,38 @@ from grposcope.models import Project, Run, Team
 router = APIRouter(tags=["accounts"])
 
 
+class Me(BaseModel):
+    team: str
+    role: str = Field(description="writer | viewer | admin")
+    name: str
+
+
+class TeamOut(BaseModel):
+    id: int
+    name: str
+
+
+class ProjectOut(BaseModel):
+    id: int
+    name: str
+    team: str
+    n_runs: int
+
+
+class TokenOut(BaseModel):
+    id: int
+    name: str
+    team: str
+    role: str = Field(description="writer | viewer | admin")
+    prefix: str = Field(description="The secret's first characters, to recognise it by.")
+    created_at: datetime
+    revoked: bool
+
+
+class TokenCreated(TokenOut):
+    token: str = Field(description="The secret; shown in this response only.")
+
+
 class TeamCreate(BaseModel):
     name: Text = Field(min_length=1, max_length=200)
 
@@ -26,26 +59,26 @@ class TokenCreate(BaseModel):
     name: Text = Field("", max_length=200, description="A label to recognise the token by.")
 
 
-@router.get("/me")
+@router.get("/me", response_model=Me)
 def me(principal: PrincipalDep) -> dict[str, Any]:
     """Who the calling token is."""
     return {"team": principal.team, "role": principal.role, "name": principal.name}
 
 
-@router.get("/teams")
+@router.get("/teams", response_model=list[TeamOut])
 def list_teams(session: SessionDep, _: PrincipalDep) -> list[dict[str, Any]]:
     """Every team."""
     return [{"id": t.id, "name": t.name} for t in service.list_teams(session)]
 
 
-@router.post("/teams", status_code=201)
+@router.post("/teams", response_model=TeamOut, status_code=201)
 def create_team(body: TeamCreate, session: SessionDep, _: AdminDep) -> dict[str, Any]:
     """Create a team (admin)."""
     team = service.create_team(session, service.validate_name(body.name, "team"))
     return {"id": team.id, "name": team.name}
 
 
-@router.get("/projects")
+@router.get("/projects", response_model=list[ProjectOut])
 def list_projects(
     session: SessionDep, _: PrincipalDep, team: Text | None = None
 ) -> list[dict[str, Any]]:
@@ -65,20 +98,20 @@ def list_projects(
     ]
 
 
-@router.post("/tokens", status_code=201)
+@router.post("/tokens", response_model=TokenCreated, status_code=201)
 def create_token(body: TokenCreate, session: SessionDep, _: AdminDep) -> dict[str, Any]:
     """Create a token (admin); the secret is shown only in this response."""
     row, secret = service.create_token(session, body.team, body.role, body.name)
     return {**_token_out(row), "token": secret}
 
 
-@router.get("/tokens")
+@router.get("/tokens", response_model=list[TokenOut])
 def list_tokens(session: SessionDep, _: AdminDep) -> list[dict[str, Any]]:
     """Tokens without their secrets (admin)."""
     return [_token_out(t) for t in service.list_tokens(session)]
 
 
-@router.delete("/tokens/{token_id}")
+@router.delete("/tokens/{token_id}", response_model=TokenOut)
 def revoke_token(token_id: Int64, session: SessionDep, _: AdminDep) -> dict[str, Any]:
     """Revoke a token (admin)."""
     return _token_out(service.revoke_token(session, token_id))
