@@ -21,6 +21,7 @@ from grposcope.diagnostics.data import SuppliedMargin
 from grposcope.dynamics.continuum import CORRECTIONS, OPTIMIZERS, Hyper
 from grposcope.dynamics.edges import report
 from grposcope.dynamics.noise import Sampling
+from grposcope.dynamics.smoothing import smoothing_width
 from grposcope.errors import RunNotFound
 from grposcope.logfiles import guess_reward_key
 from grposcope.models import Run
@@ -82,18 +83,6 @@ def hyper_for(run: Run) -> Hyper | None:
         return None
 
 
-def normalise_optimizer(name: str) -> str:
-    """Map the many spellings (adamw_torch, adamw_8bit, paged_adamw_32bit, SGD) to our three."""
-    lowered = name.lower()
-    if "adamw" in lowered:
-        return "adamw"
-    if "adam" in lowered:
-        return "adam"
-    if "sgd" in lowered:
-        return "sgd"
-    return lowered[:40]
-
-
 def total_steps(run: Run) -> int | None:
     """The planned length of the run, when its config says (max_steps)."""
     value = (run.config or {}).get("max_steps")
@@ -144,7 +133,7 @@ def _rise_end(values: np.ndarray) -> int:
     v = values[np.isfinite(values)]
     if v.size < 6:
         return max(v.size - 1, 0)
-    width = max(3, v.size // 20)
+    width = smoothing_width(v.size)
     smooth = np.convolve(v, np.ones(width) / width, mode="valid")
     start = smooth[0]
     end = np.mean(smooth[-max(1, smooth.size // 4) :])
