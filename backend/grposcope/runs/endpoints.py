@@ -47,7 +47,8 @@ def list_runs(
     return service.list_runs(session, limit=limit, offset=offset, **filters)
 
 
-@router.get("/{run_id}", response_model=RunDetail)
+# exclude_unset: the fit keeps its own shape (a section that does not apply is absent).
+@router.get("/{run_id}", response_model=RunDetail, response_model_exclude_unset=True)
 def get_run(run_id: Int64, session: SessionDep, _: PrincipalDep) -> dict[str, Any]:
     """Run detail: hyperparameters, latest fit and alerts (the `runs show --json` shape)."""
     return service.run_detail(session, service.get_run(session, run_id))
