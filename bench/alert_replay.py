@@ -10,10 +10,20 @@ and first critical of dynamical_instability, and the step where the collapse mea
 exceeded its noise bar), the off-policy sweep (first precursor warning against the step where
 the reward had lost half its gain), every plateau_reached opening with the gain the run made
 after it (in run-σ), and alerts per 200 steps on the runs that did not fail.
+
+    python bench/alert_replay.py --lofo FOLDER...
+
+scores the collapse, flat-line and precursor thresholds leave-one-family-out: for each family,
+the setting of a small grid with the lowest cost on the *other* families (10 per failing run
+with no dynamical_instability alert, 5 per collapse that never turned critical, 10 per critical
+on a run that did not fail, 1 per warning per 200 steps there; ties go to the quieter setting)
+is replayed on the held-out family, and the held-out totals are printed beside the shipped
+defaults'.
 """
 
 from __future__ import annotations
 
+import itertools
 import sys
 import warnings
 from pathlib import Path
@@ -21,10 +31,11 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from corpus import SWEEP_PREFIX, Run, label, load_runs  # noqa: E402
+from corpus import FAILING, SWEEP_PREFIX, Run, label, load_runs  # noqa: E402
 
 from grposcope.diagnostics.data import FitPoint, RunData  # noqa: E402
 from grposcope.diagnostics.engine import evaluate_all  # noqa: E402
+from grposcope.diagnostics.hysteresis import episodes  # noqa: E402
 from grposcope.diagnostics.params import defaults  # noqa: E402
 from grposcope.diagnostics.rules_precursor import precursors  # noqa: E402
 from grposcope.diagnostics.rules_stability import dynamical_instability  # noqa: E402
@@ -52,6 +63,10 @@ def fits_for(run: Run) -> list[FitPoint]:
 
 def replay(run: Run) -> dict:
     data = RunData(run.series, run.key, fits=fits_for(run), total_steps=int(run.steps[-1]))
+    return replay_data(run, data)
+
+
+def replay_data(run: Run, data: RunData) -> dict:
     episodes = []
     for o in evaluate_all(data):
         for e in o.episodes:
@@ -81,11 +96,15 @@ def gain_after(run: Run, step: int) -> float:
 
 
 def half_lost_step(run: Run) -> int | None:
+    """First step from which the reward's trailing 5-point level stays at or below half its gain
+    (start level + ½ (peak − start)) to the end of the run: a dip that recovers is noise, not a
+    loss. The start is the level of the first point, the peak the highest level before the end."""
     level = trailing_mean(run.values, 5)
-    start, peak_i = level[4], int(np.argmax(level))
+    start, peak_i = level[0], int(np.argmax(level))
     half = start + 0.5 * (level[peak_i] - start)
-    after = np.flatnonzero(level[peak_i:] <= half)
-    return int(run.steps[peak_i + after[0]]) if after.size else None
+    above = np.flatnonzero(level[peak_i:] > half)
+    i = peak_i + (int(above[-1]) + 1 if above.size else 0)
+    return int(run.steps[i]) if i < run.values.size else None
 
 
 def first_zero(run: Run) -> int | None:
@@ -96,9 +115,73 @@ def first_zero(run: Run) -> int | None:
     return int(run.steps[nz[-1] + 1])
 
 
+LOFO_GRID = {
+    # most conservative first: a tie goes to the quieter setting
+    "drop_sigmas": (4.0, 3.5, 3.0, 2.5),
+    "flatline_chance": (1e-6, 1e-4, 1e-3),
+    "entropy_growth": (4.0, 3.0, 2.0),
+}
+
+
+def _instability(run: Run, data: RunData, params: dict) -> tuple[bool, int, int]:
+    """(any dynamical_instability alert, criticals, warnings) of one run at `params`."""
+    trace = dynamical_instability(data, params)
+    if isinstance(trace, str):
+        return False, 0, 0
+    eps = episodes(trace, int(params["open_window"]), int(params["resolve_window"]))
+    crit = sum(e.severity == "critical" for e in eps)
+    return bool(eps), crit, sum(e.severity == "warning" for e in eps)
+
+
+def _cost(rows: list[tuple[Run, tuple[bool, int, int]]]) -> float:
+    missed = sum(1 for run, (flag, _, _) in rows if label(run.name) == "failing" and not flag)
+    soft = sum(1 for run, (_, c, _) in rows  # a collapse that never turned critical
+               if FAILING.get(run.name, (0, ""))[1] == "collapse" and not c)  # fmt: skip
+    quiet = [(run, o) for run, o in rows if label(run.name) != "failing"]
+    crit = sum(o[1] for _, o in quiet)
+    steps = sum(float(run.steps[-1] - run.steps[0] + 1) for run, _ in quiet)
+    warn = sum(o[2] for _, o in quiet)
+    return 10.0 * (missed + crit) + 5.0 * soft + (200.0 * warn / steps if steps else 0.0)
+
+
+def lofo(runs: list[Run]) -> None:
+    """Leave-one-family-out choice of the instability thresholds (see the module docstring)."""
+    base = defaults("dynamical_instability")
+    datas = [RunData(r.series, r.key, fits=fits_for(r), total_steps=int(r.steps[-1])) for r in runs]
+    settings = [dict(zip(LOFO_GRID, combo, strict=True))
+                for combo in itertools.product(*LOFO_GRID.values())]  # fmt: skip
+    outcome = [[_instability(r, d, {**base, **st}) for r, d in zip(runs, datas, strict=True)]
+               for st in settings]  # fmt: skip
+    families = sorted({r.family for r in runs})
+    held: list[tuple[Run, tuple[bool, int, int]]] = []
+    for fam in families:
+        others = [i for i, r in enumerate(runs) if r.family != fam]
+        best = min(range(len(settings)),
+                   key=lambda k: _cost([(runs[i], outcome[k][i]) for i in others]))  # fmt: skip
+        mine = [i for i, r in enumerate(runs) if r.family == fam]
+        held.extend((runs[i], outcome[best][i]) for i in mine)
+        print(f"  {fam}: {settings[best]}")
+    shipped = settings.index({k: base[k] for k in LOFO_GRID})
+    shipped_rows = list(zip(runs, outcome[shipped], strict=True))
+    for name, rows in (("held out", held), ("shipped defaults", shipped_rows)):
+        fail = [(r, o) for r, o in rows if label(r.name) == "failing"]
+        quiet = [(r, o) for r, o in rows if label(r.name) != "failing"]
+        steps = sum(float(r.steps[-1] - r.steps[0] + 1) for r, _ in quiet)
+        warn = sum(o[2] for _, o in quiet)
+        crit = sum(bool(o[1]) for r, o in fail if FAILING.get(r.name, (0, ""))[1] == "collapse")
+        print(f"{name}: failing runs flagged {sum(o[0] for _, o in fail)}/{len(fail)} "
+              f"(collapses critical {crit}/2), "
+              f"critical on runs that did not fail {sum(o[1] for _, o in quiet)}, "
+              f"instability warnings per 200 steps there {200 * warn / steps:.2f}")  # fmt: skip
+
+
 def main() -> int:
     warnings.filterwarnings("ignore")
-    folders = [Path(a) for a in sys.argv[1:]]
+    args = sys.argv[1:]
+    if args and args[0] == "--lofo":
+        lofo(load_runs([Path(a) for a in args[1:]]))
+        return 0
+    folders = [Path(a) for a in args]
     missing = [str(f) for f in folders if not f.is_dir()]
     if not folders or missing:
         print(f"usage: alert_replay.py FOLDER... (missing: {missing})")

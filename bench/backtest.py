@@ -43,7 +43,7 @@ from grposcope.dynamics.model import single_exponential, trajectory  # noqa: E40
 CUTS = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7)
 ALPHA = 0.2
 FORECASTERS = ("persistence", "exponential", "oscillator", "grposcope")
-CANDIDATES = ("long_level", "oscillator", "exponential")
+CANDIDATES = ("long_level", "oscillator", "exponential", "oscillator_curve", "exponential_curve")
 GRID = (0.0, 0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 1.0)
 KAPPAS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0)
 

@@ -14,7 +14,9 @@ through the HTTP ingest API, drives headless chromium, and prints a JSON report:
   run's page); ``open_100k_after_ingest_s`` sends one more step before
   each load, so the server cannot answer from an unchanged cache entry (what opening a live
   run costs: the new tail plus a count).
-- live: with --live-runs feeders streaming (2 steps every 0.5 s each): on a run page, the delay
+- live: with --live-runs feeders streaming (2 steps every 0.5 s each): the runs page and a run
+  page opened (three loads each: the table listing the runs, the reward chart drawn); on a
+  run page, the delay
   from a step's ingest to its point on the chart (the "within 2 s" promise); on the runs page,
   the refresh callbacks' latency, main-thread long tasks, and a filter click's time to redraw;
   the compare page overlaying all live runs.
@@ -132,6 +134,14 @@ def open_times(page: Any, url: str, repeats: int, before: Any = None) -> list[fl
     return out
 
 
+def page_open(page: Any, url: str, selector: str, text: str) -> float:
+    """Navigation start → an element with ``text`` under ``selector`` is visible."""
+    t0 = time.perf_counter()
+    page.goto(url)
+    page.locator(selector, has_text=text).first.wait_for(timeout=60_000)
+    return time.perf_counter() - t0
+
+
 class StampedFeeder(Feeder):
     """A feeder that remembers when each step was acknowledged by the server."""
 
@@ -209,6 +219,16 @@ def bench_live(server: LiveServer, browser: Any, n_runs: int, seconds: float) ->
     page.goto(f"{server.url}/?token={server.admin_token}")
     out: dict[str, Any] = {"live_runs": n_runs}
     try:
+        # The three pages a user opens, while all the runs stream: navigation start → what
+        # the page is for is on screen (the runs table listing them, the reward curve drawn,
+        # the overlay of every run).
+        last = "live-19" if n_runs >= 20 else "live-00"
+        out["runs_page_open_s"] = summary(
+            [page_open(page, f"{server.url}/", "#runs-table tr", last) for _ in range(3)]
+        )
+        out["run_page_open_s"] = summary(
+            open_times(page, f"{server.url}/runs/{feeders[1].run_id}", 3)
+        )
         page.goto(f"{server.url}/runs/{feeders[0].run_id}")
         page.wait_for_function(f"() => ({LAST_X_JS})() > 0", timeout=60_000)
         out["run_page_point_delay_s"] = summary(live_delays(page, feeders[0], seconds))

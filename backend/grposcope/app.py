@@ -18,6 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match, Mount
 
 from grposcope import __version__
+from grposcope.accounts.cache import PrincipalCache
 from grposcope.accounts.endpoints import router as accounts_router
 from grposcope.alerts.endpoints import router as alerts_router
 from grposcope.api import accesslog, dberrors
@@ -28,6 +29,7 @@ from grposcope.db import make_engine, make_session_factory, migrate
 from grposcope.errors import GrposcopeError, MethodNotAllowed, RouteNotFound
 from grposcope.fits.endpoints import router as fits_router
 from grposcope.ingest.endpoints import router as ingest_router
+from grposcope.ingest.repository import KEY_CACHE_SESSION_KEY, KeyIdCache
 from grposcope.metrics.cache import SESSION_KEY, SeriesCache
 from grposcope.metrics.endpoints import router as metrics_router
 from grposcope.runs.endpoints import router as runs_router
@@ -63,21 +65,27 @@ def create_app(settings: Settings | None = None, *, migrate_on_start: bool = Tru
     app.state.engine = make_engine(settings.database_url)
     # One series cache per app, shared by its request threads and its embedded worker.
     app.state.series_cache = SeriesCache()
+    # ... and one cache of metric key ids, which ingest reads from its session.
     app.state.session_factory = make_session_factory(
-        app.state.engine, **{SESSION_KEY: app.state.series_cache}
+        app.state.engine,
+        **{SESSION_KEY: app.state.series_cache, KEY_CACHE_SESSION_KEY: KeyIdCache()},
     )
+    # One token cache per app: its request threads and its body guard share it.
+    app.state.principal_cache = PrincipalCache(settings.token_cache_s)
     _install_error_handlers(app)
     _declare_errors_in_openapi(app)
     app.include_router(api_router(), prefix=API_PREFIX)
     # Last among the API routes and before the dashboard's catch-all mount at /: an unknown
-    # /api/v1 path or method is a JSON 404/405, not a redirect to the login page.
+    # path or method under /api (/api/v1, another version, a doubled /api/v1/api/v1) is a JSON
+    # 404/405, never the dashboard's redirect to its login page, which a client would misread.
     every_method = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
-    for catch_all in (API_PREFIX, API_PREFIX + "/{path:path}"):
+    for catch_all in ("/api", "/api/{path:path}"):
         app.add_api_route(catch_all, unknown_api_route, methods=every_method,
                           include_in_schema=False)  # fmt: skip
     app.add_middleware(
         BodyGuard, prefix=API_PREFIX, max_body_bytes=lambda: app.state.settings.max_body_bytes,
-        session_factory=app.state.session_factory, db_error=dberrors.response_parts,
+        session_factory=app.state.session_factory, principal_cache=app.state.principal_cache,
+        db_error=dberrors.response_parts,
     )  # fmt: skip
     mount_dashboard(app, settings)
     return app

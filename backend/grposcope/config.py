@@ -14,14 +14,22 @@ The variables (documented for users in docs/configuration.md):
 - GRPOSCOPE_FIT_INTERVAL_S: least time between two refits of one run (3 s).
 - GRPOSCOPE_EMBEDDED_WORKER: run the fit worker inside the API process (true).
 - GRPOSCOPE_STALL_AFTER_S: a running run silent this long is ``stalled`` (300 s).
+- GRPOSCOPE_PARTITION_RUNS: run ids per partition of ``points`` on Postgres (1,000).
+- GRPOSCOPE_PARTITIONS_AHEAD: partitions ``grposcope maintain`` keeps beyond the newest run (2).
+- GRPOSCOPE_RETENTION_DAYS: retire the partitions whose runs all finished this many days ago
+  (unset: off, the default).
+- GRPOSCOPE_RETENTION_ACTION: ``detach`` (keep the table, out of ``points``) or ``drop``.
 - GRPOSCOPE_ADMIN_TOKEN: an admin token to install on start (deployments); without it,
   ``serve`` creates one on first start and prints it once.
 - GRPOSCOPE_DASHBOARD: serve the dashboard at ``/`` beside the API (true).
+- GRPOSCOPE_TOKEN_CACHE_S: how long a process keeps a token's principal (10 s; 0: off); a
+  revoked token keeps working at most this long in other processes.
 """
 
 from __future__ import annotations
 
 from functools import cached_property
+from typing import Literal
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -44,6 +52,11 @@ class Settings(BaseSettings):
     embedded_worker: bool = True
     stall_after_s: float = Field(300.0, gt=0)
     dashboard: bool = True
+    token_cache_s: float = Field(10.0, ge=0.0, description="Token → principal cache TTL.")
+    partition_runs: int = Field(1000, ge=1, description="Run ids per points partition.")
+    partitions_ahead: int = Field(2, ge=0)
+    retention_days: float | None = Field(None, gt=0, description="Retire old partitions.")
+    retention_action: Literal["detach", "drop"] = "detach"
     admin_token: str | None = Field(None, min_length=16, description="Admin token to install.")
 
     @field_validator("database_url")
@@ -54,6 +67,12 @@ class Settings(BaseSettings):
             if value.startswith(prefix):
                 return "postgresql+psycopg://" + value[len(prefix) :]
         return value
+
+    @field_validator("retention_days", mode="before")
+    @classmethod
+    def _empty_is_off(cls, value: object) -> object:
+        # docker-compose passes GRPOSCOPE_RETENTION_DAYS= (empty) when it is not set: off.
+        return None if isinstance(value, str) and not value.strip() else value
 
     @cached_property
     def base_url(self) -> str:

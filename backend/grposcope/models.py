@@ -123,7 +123,8 @@ class Point(Base):
 
     __tablename__ = "points"
     # SQLite: cluster rows by (run, key, step) so a series is one sequential range scan.
-    __table_args__ = {"sqlite_with_rowid": False}
+    # Postgres: range-partitioned by run id (migration 0004, grposcope.maintenance).
+    __table_args__ = {"sqlite_with_rowid": False, "postgresql_partition_by": "RANGE (run_id)"}
     run_id: Mapped[int] = mapped_column(Integer, primary_key=True)
     key_id: Mapped[int] = mapped_column(Integer, primary_key=True)
     step: Mapped[int] = mapped_column(BigInteger, primary_key=True)

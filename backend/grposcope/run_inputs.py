@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy.orm import Session
 
+from grposcope import series_roles
 from grposcope.diagnostics.data import SuppliedMargin
 from grposcope.dynamics.continuum import CORRECTIONS, OPTIMIZERS, Hyper
 from grposcope.dynamics.edges import report
@@ -27,8 +28,6 @@ from grposcope.logfiles import guess_reward_key
 from grposcope.models import Run
 
 log = logging.getLogger("grposcope.fits")
-
-EVAL_PREFERRED = ("eval_reward", "eval/reward", "eval/rewards/mean", "eval_rewards/mean")
 
 
 def get_run(session: Session, run_id: int) -> Run:
@@ -46,22 +45,8 @@ def pick_reward_key(keys: Any) -> str | None:
 
 
 def eval_key(keys: Iterable[str], reward_key: str | None) -> str | None:
-    """The eval counterpart of the reward: same leaf name under eval/ first (CS336 logs
-    `train/answer_reward` and `eval/answer_reward`), then the usual names, then any eval key
-    with "reward" in it."""
-    names = sorted(k for k in keys if k.lower().startswith("eval") and "reward" in k.lower())
-    if not names:
-        return None
-    if reward_key:
-        leaf = reward_key.rsplit("/", 1)[-1]
-        for name in names:
-            if name.rsplit("/", 1)[-1] == leaf and name != reward_key:
-                return name
-    for name in EVAL_PREFERRED:
-        if name in names:
-            return name
-    plain = [n for n in names if "std" not in n.lower()]
-    return (plain or names)[0]
+    """The eval counterpart of the reward (the key table's rule: `series_roles`)."""
+    return series_roles.eval_reward_key(keys, reward_key)
 
 
 def hyper_for(run: Run) -> Hyper | None:

@@ -137,16 +137,31 @@ def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def config_diff(configs: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Rows {"key", <run>: value…} for the keys whose values differ (or are missing) between
-    runs; identical keys are left out, which is the point of a diff."""
+    """Rows {"key", <run>: value…} for the keys whose values differ between the runs that set
+    them; identical keys are left out, which is the point of a diff, and so are keys only
+    some runs set to one same value (an imported run without a trainer config made every
+    key of the others a row of "—")."""
     flat = {name: flatten(cfg) for name, cfg in configs.items()}
     keys = sorted(set().union(*[set(f) for f in flat.values()])) if flat else []
     rows = []
     for key in keys:
-        values = [repr(f.get(key, None)) for f in flat.values()]
-        if len(set(values)) > 1:
+        values = {repr(f[key]) for f in flat.values() if key in f}
+        if len(values) > 1:
             rows.append({"key": key, **{name: _cell(f.get(key)) for name, f in flat.items()}})
     return rows
+
+
+def config_partial(configs: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Keys some runs set and others don't, all to one value where set (the rest of a diff,
+    listed by name only: shown as rows they buried the keys that really differ)."""
+    flat = [flatten(cfg) for cfg in configs.values()]
+    keys = sorted(set().union(*[set(f) for f in flat])) if flat else []
+    out = []
+    for key in keys:
+        values = {repr(f[key]) for f in flat if key in f}
+        if len(values) == 1 and any(key not in f for f in flat):
+            out.append(key)
+    return out
 
 
 def _cell(value: Any) -> str:

@@ -180,6 +180,10 @@ class Api:
     def acknowledge(self, alert_id: int) -> dict[str, Any]:
         return self._call("POST", f"/alerts/{alert_id}/acknowledge")
 
+    def rule_params(self) -> list[dict[str, Any]]:
+        """Each rule's parameters with default, range and meaning (the threshold form)."""
+        return self.get("/rule-params")["items"]
+
     def rules(self, project_id: int) -> Any:
         return self.get(f"/projects/{project_id}/rules")
 

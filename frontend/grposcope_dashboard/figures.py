@@ -35,6 +35,8 @@ COLORS = {
     "plateau": "rgba(217, 72, 15, 0.10)",
     "alert": "#c92a2a",
 }
+# Alert markers by severity (the badges' colours): info is not an alarm, so not red.
+SEVERITY_COLORS = {"critical": "#c92a2a", "warning": "#e67700", "info": "#1c7ed6"}
 PHASE_COLORS = ("rgba(250, 176, 5, 0.10)", "rgba(64, 192, 87, 0.08)", "rgba(34, 139, 230, 0.08)")
 PHASE_NAMES = ("slow start", "rapid rise", "plateau")
 PALETTE = (
@@ -86,9 +88,18 @@ def empty_figure(message: str, height: int = 300) -> go.Figure:
 # -- the reward chart ------------------------------------------------------------------------
 
 
-def fit_curves(fit: Mapping[str, Any] | None) -> dict[int, tuple[list, list]]:
+def fit_curves(
+    fit: Mapping[str, Any] | None,
+    bounds: tuple[float, float] | None = None,
+    x_max: float | None = None,
+) -> dict[int, tuple[list, list]]:
     """The fitted trajectory (up to the fit's last step), the 80 % band and the forecast beyond,
-    keyed by their trace index. Empty curves when there is no fit yet."""
+    keyed by their trace index. Empty curves when there is no fit yet.
+
+    The forecast is the fitted curve's own continuation: it starts at the fitted curve's last
+    point and both are drawn from the same mean. ``bounds`` (a bounded reward's range) clips the
+    curve and band, which can run past a 0/1 reward's edges; ``x_max`` (the run's ``max_steps``)
+    ends them where the run ends."""
     out: dict[int, tuple[list, list]] = {
         i: ([], []) for i in (R_FIT, R_BAND_LO, R_BAND_HI, R_FORECAST)
     }
@@ -97,8 +108,22 @@ def fit_curves(fit: Mapping[str, Any] | None) -> dict[int, tuple[list, list]]:
     if not steps:
         return out
     lo, hi = forecast.get("lo") or [None] * len(steps), forecast.get("hi") or [None] * len(steps)
+    if x_max is not None and math.isfinite(x_max):
+        keep = sum(1 for s in steps if to_float(s) <= x_max)
+        steps, mean, lo, hi = steps[:keep], mean[:keep], lo[:keep], hi[:keep]
+    mean, lo, hi = (clip(v, bounds) for v in (mean, lo, hi))
     last = to_float((fit or {}).get("step", (fit or {}).get("last_step")))
     cut = len(steps) if math.isnan(last) else sum(1 for s in steps if s <= last)
+    if 0 < cut < len(steps) and steps[cut - 1] < last:
+        # The fit ends between two grid points: end the fitted line and start the forecast
+        # at the same interpolated point, so the two meet without a step.
+        a, b = steps[cut - 1], steps[cut]
+        y = _lerp(mean[cut - 1], mean[cut], (last - a) / (b - a))
+        steps = [*steps[:cut], last, *steps[cut:]]
+        mean = [*mean[:cut], y, *mean[cut:]]
+        lo = [*lo[:cut], _lerp(lo[cut - 1], lo[cut], (last - a) / (b - a)), *lo[cut:]]
+        hi = [*hi[:cut], _lerp(hi[cut - 1], hi[cut], (last - a) / (b - a)), *hi[cut:]]
+        cut += 1
     ahead = slice(max(cut - 1, 0), None)  # the forecast starts where the fit ends
     out[R_FIT] = (list(steps[:cut]), list(mean[:cut]))
     out[R_FORECAST] = (list(steps[ahead]), list(mean[ahead]))
@@ -107,20 +132,51 @@ def fit_curves(fit: Mapping[str, Any] | None) -> dict[int, tuple[list, list]]:
     return out
 
 
+def _lerp(a: Any, b: Any, t: float) -> float | None:
+    x, y = to_float(a), to_float(b)
+    return x + (y - x) * t if math.isfinite(x) and math.isfinite(y) else None
+
+
+def clip(values: Sequence[Any], bounds: tuple[float, float] | None) -> list:
+    """Values held inside a bounded reward's range (gaps stay gaps)."""
+    if bounds is None:
+        return list(values)
+    lo, hi = bounds
+    out: list = []
+    for v in values:
+        x = to_float(v)
+        out.append(min(max(x, lo), hi) if math.isfinite(x) else v)
+    return out
+
+
+def reward_bounds(values: Sequence[Any]) -> tuple[float, float] | None:
+    """(0, 1) for a reward whose every logged value lies in [0, 1] (a success rate, the usual
+    GRPO accuracy reward): forecasts, bands and what-ifs are clipped to it. None otherwise, as
+    an unbounded reward's range isn't known from its values."""
+    xs = [x for x in analysis.floats(values).tolist() if math.isfinite(x)]
+    return (0.0, 1.0) if xs and min(xs) >= 0.0 and max(xs) <= 1.0 else None
+
+
+def stored_bounds(value: Any) -> tuple[float, float] | None:
+    """:func:`reward_bounds` back from a dcc.Store (JSON made the tuple a list)."""
+    return (float(value[0]), float(value[1])) if value else None
+
+
 def fit_shapes(
     fit: Mapping[str, Any] | None,
     x_range: tuple[float, float],
     alerts: Sequence[Mapping[str, Any]] = (),
+    bounds: tuple[float, float] | None = None,
 ) -> list[dict[str, Any]]:
-    """Layout shapes: the three phases shaded, the plateau line with its interval, a red line
-    at each alert's opening step."""
+    """Layout shapes: the three phases shaded, the plateau line with its interval (clipped to
+    a bounded reward's ``bounds``), a labelled line at each alert's opening step."""
     shapes: list[dict[str, Any]] = []
     x0, x1 = x_range
     phases = (fit or {}).get("phases") or {}
-    bounds = [x0, to_float(phases.get("slow_start_end")), to_float(phases.get("plateau_start")), x1]
-    if all(math.isfinite(b) for b in bounds[1:3]):
+    edges = [x0, to_float(phases.get("slow_start_end")), to_float(phases.get("plateau_start")), x1]
+    if all(math.isfinite(b) for b in edges[1:3]):
         for i in range(3):
-            a, b = max(bounds[i], x0), min(bounds[i + 1], x1)
+            a, b = max(edges[i], x0), min(edges[i + 1], x1)
             if b > a:
                 shapes.append(
                     {
@@ -138,15 +194,19 @@ def fit_shapes(
                     }
                 )
     plateau = (fit or {}).get("plateau") or {}
-    value, lo, hi = (to_float(plateau.get(k)) for k in ("value", "lo", "hi"))
-    if math.isfinite(lo) and math.isfinite(hi):
+    value, lo, hi = clip([to_float(plateau.get(k)) for k in ("value", "lo", "hi")], bounds)
+    # The interval is drawn over the plateau phase only: across all three phases it lay on
+    # three shades at once and read as a patchwork.
+    start = to_float(phases.get("plateau_start"))
+    band_x0 = min(max(start, x0), x1) if math.isfinite(start) else x0
+    if math.isfinite(lo) and math.isfinite(hi) and x1 > band_x0:
         shapes.append(
             {
                 "type": "rect",
-                "xref": "paper",
+                "xref": "x",
                 "yref": "y",
-                "x0": 0,
-                "x1": 1,
+                "x0": band_x0,
+                "x1": x1,
                 "y0": lo,
                 "y1": hi,
                 "fillcolor": COLORS["plateau"],
@@ -172,20 +232,34 @@ def fit_shapes(
     for alert in shown_alerts(alerts):
         s = to_float(alert.get("opened_step"))
         if math.isfinite(s):
-            shapes.append(
-                {
-                    "type": "line",
-                    "xref": "x",
-                    "yref": "paper",
-                    "x0": s,
-                    "x1": s,
-                    "y0": 0,
-                    "y1": 1,
-                    "name": f"alert {alert.get('kind')}",
-                    "line": {"color": COLORS["alert"], "width": 1, "dash": "dash"},
-                }
-            )
+            shapes.append(alert_marker(alert, s))
     return shapes
+
+
+def alert_marker(alert: Mapping[str, Any], at: float) -> dict[str, Any]:
+    """A vertical line at the alert's opening step, coloured by severity and labelled with
+    its kind, so a reader knows what each line is without hovering."""
+    severity = str(alert.get("severity") or "warning")
+    color = SEVERITY_COLORS.get(severity, COLORS["alert"])
+    kind = str(alert.get("kind") or "alert").replace("_", " ")
+    return {
+        "type": "line",
+        "xref": "x",
+        "yref": "paper",
+        "x0": at,
+        "x1": at,
+        "y0": 0,
+        "y1": 1,
+        "name": f"alert {alert.get('kind')}",
+        "line": {"color": color, "width": 1.5, "dash": "dot" if severity == "info" else "dash"},
+        "label": {
+            "text": f"{severity}: {kind}",
+            "textangle": -90,
+            "textposition": "end",
+            "xanchor": "right",
+            "font": {"size": 10, "color": color},
+        },
+    }
 
 
 def shown_alerts(alerts: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -200,10 +274,19 @@ def shown_alerts(alerts: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]
     return open_first[:MAX_ALERT_LINES]
 
 
-def x_extent(steps: Sequence[Any], fit: Mapping[str, Any] | None) -> tuple[float, float]:
-    """The x range the shading spans: observed steps, stretched to the forecast horizon."""
+def x_extent(
+    steps: Sequence[Any], fit: Mapping[str, Any] | None, max_steps: Any = None
+) -> tuple[float, float]:
+    """The x range of the reward chart: from the first step to the run's planned end
+    (``max_steps``) when known, else to the forecast horizon; never short of the data."""
     xs = [to_float(s) for s in steps]
-    xs += [to_float(s) for s in analysis.curve_of((fit or {}).get("forecast"))[0][-1:]]
+    grid = analysis.curve_of((fit or {}).get("forecast"))[0]
+    xs += [to_float(s) for s in grid[:1]]
+    end = to_float(max_steps)
+    if math.isfinite(end) and end > 0:
+        xs.append(end)
+    else:
+        xs += [to_float(s) for s in grid[-1:]]
     xs = [x for x in xs if math.isfinite(x)]
     return (min(xs), max(xs)) if xs else (0.0, 1.0)
 
@@ -216,13 +299,18 @@ def reward_figure(
     alerts: Sequence[Mapping[str, Any]] = (),
     window: int | None = None,
     height: int = 420,
+    max_steps: Any = None,
 ) -> go.Figure:
     """Observed points, smoothed line, fitted trajectory, forecast with its 80 % band, plateau
-    with its interval and the phases; trace order is ``R_*`` whatever is missing."""
+    with its interval and the phases; trace order is ``R_*`` whatever is missing. The x-axis
+    spans the run to ``max_steps`` when the run's config says it; a reward bounded to [0, 1]
+    keeps its curves inside that range."""
     y = analysis.floats(values)
     w = window or analysis.smooth_window(len(y))
     smooth = analysis.centred_average(y, w) if len(y) else []
-    curves = fit_curves(fit)
+    bounds = reward_bounds(values)
+    end = to_float(max_steps)
+    curves = fit_curves(fit, bounds, end if math.isfinite(end) and end > 0 else None)
     fig = go.Figure()
     fig.add_trace(
         go.Scatter(
@@ -292,8 +380,13 @@ def reward_figure(
             line={"color": COLORS["whatif"], "width": 2, "dash": "dot"},
         )
     )
-    fig.update_layout(shapes=fit_shapes(fit, x_extent(steps, fit), alerts))
+    x_range = x_extent(steps, fit, max_steps)
+    fig.update_layout(shapes=fit_shapes(fit, x_range, alerts, bounds))
     fig.update_xaxes(title_text="step")
+    if math.isfinite(end) and end > 0:
+        # A known length fixes the axis: the run is drawn against its planned end. Without
+        # it the axis follows the data and the forecast (a live run grows past any range).
+        fig.update_xaxes(range=list(x_range))
     fig.update_yaxes(title_text=key)
     return fixed_margins(base_layout(fig, height=height), left=62, bottom=45)
 
@@ -325,10 +418,23 @@ def _none_nan(values: Sequence[float]) -> list:
 # -- diagnostics -------------------------------------------------------------------------------
 
 IID = "iid:frac_reward_zero_std"  # the derived trace: p^G + (1 − p)^G from the smoothed reward
+ZERO_STD = "frac_reward_zero_std"
+ROLLING = "rolling:frac_reward_zero_std"  # the derived trace: trailing share of zero-std groups
+
+# What to do for a panel whose series the run never logged (TRL's key names).
+HOW_TO_LOG = {
+    "Zero-std groups": "frac_reward_zero_std (logged by recent TRL versions)",
+    "Entropy": "entropy (logged by recent TRL versions)",
+    "KL to reference": "kl (TRL logs it when GRPOConfig beta > 0)",
+    "Gradient norm": "grad_norm (the HF Trainer logs it at each logging step)",
+    "Clip ratios": "clip_ratio/* (logged by recent TRL versions)",
+    "Train vs eval": "an eval reward (set eval_strategy and an eval_dataset)",
+}
 
 
 def diagnostic_panels(keys: Sequence[str], reward_key: str | None) -> list[dict[str, Any]]:
-    """Which of the run's series go in which diagnostics panel (TRL's key names)."""
+    """Which of the run's series go in which diagnostics panel (TRL's key names); a panel
+    with no series of its own has empty ``keys`` (Train vs eval needs an eval series)."""
     have = list(keys)
 
     def pick(pred: Any) -> list[str]:
@@ -336,14 +442,31 @@ def diagnostic_panels(keys: Sequence[str], reward_key: str | None) -> list[dict[
 
     eval_keys = pick(lambda k: "eval" in k.lower() and "reward" in k.lower() and "std" not in k)
     panels = [
-        ("Zero-std groups", pick(lambda k: k == "frac_reward_zero_std")),
+        ("Zero-std groups", pick(lambda k: k == ZERO_STD)),
         ("Entropy", pick(lambda k: k == "entropy" or k.endswith("/entropy"))),
         ("KL to reference", pick(lambda k: k in ("kl", "objective/kl"))),
         ("Gradient norm", pick(lambda k: k == "grad_norm")),
         ("Clip ratios", pick(lambda k: k.startswith("clip_ratio")))[:4],
-        ("Train vs eval", ([reward_key] if reward_key else []) + eval_keys[:3]),
+        (
+            "Train vs eval",
+            ([reward_key] if reward_key else []) + eval_keys[:3] if eval_keys else [],
+        ),
     ]
     return [{"title": t, "keys": list(ks)} for t, ks in panels]
+
+
+def missing_line(panels: Sequence[Mapping[str, Any]]) -> str | None:
+    """One sentence naming the panels left out (never logged) and what to log for each."""
+    missing = [HOW_TO_LOG.get(p["title"], p["title"]) for p in panels if not p["keys"]]
+    if not missing:
+        return None
+    return "Not logged by this run, so not shown: " + "; ".join(missing) + "."
+
+
+def rolling_window(n: int) -> int:
+    """The zero-std share's trailing window: at G = 4 a step's share is 0, 0.25, … or 1, a
+    barcode; a few dozen steps make it a readable rate."""
+    return max(9, analysis.smooth_window(n))
 
 
 def diagnostics_figure(
@@ -352,23 +475,35 @@ def diagnostics_figure(
     group_size: int | None = None,
     reward: tuple[Sequence, Sequence] | None = None,
 ) -> tuple[go.Figure, list[str]]:
-    """Six small panels (2 × 3); returns the figure and each trace's series key, in trace
-    order, so live updates know where new points of a key go. ``reward`` is (steps, smoothed
-    reward) for the i.i.d. zero-std prediction, drawn only for rewards in [0, 1]."""
+    """The logged panels only (never-logged ones are left out: :func:`missing_line` says
+    which), three to a row on a shared step axis; returns the figure and each trace's series
+    key, in trace order, so live updates know where new points of a key go. ``reward`` is
+    (steps, smoothed reward) for the i.i.d. zero-std prediction, drawn only for rewards in
+    [0, 1]. The zero-std panel draws the per-step share faintly and its trailing share as the
+    line, beside the i.i.d. prediction."""
     from plotly.subplots import make_subplots
 
-    titles = [p["title"] + ("" if p["keys"] else " — not logged") for p in panels]
-    titles = [
-        t + (" (no eval series)" if t == "Train vs eval" and len(p["keys"]) < 2 else "")
-        for t, p in zip(titles, panels, strict=True)
-    ]
+    shown = [p for p in panels if p["keys"]]
+    if not shown:
+        return empty_figure("None of the diagnostics series were logged by this run.", 80), []
+    titles = [_panel_title(p, group_size, series) for p in shown]
+    rows = (len(shown) + 2) // 3
     fig = make_subplots(
-        rows=2, cols=3, subplot_titles=titles, horizontal_spacing=0.07, vertical_spacing=0.16
+        rows=rows,
+        cols=3,
+        subplot_titles=titles,
+        horizontal_spacing=0.07,
+        vertical_spacing=0.16 if rows > 1 else 0.1,
+        shared_xaxes="all",
     )
     trace_keys: list[str] = []
     color = 0
-    for i, panel in enumerate(panels):
+    for i, panel in enumerate(shown):
         row, col = i // 3 + 1, i % 3 + 1
+        if panel["keys"] == [ZERO_STD]:
+            keys = _zero_std_traces(fig, row, col, series, group_size, reward)
+            trace_keys += keys
+            continue
         for key in panel["keys"]:
             data = series.get(key) or {"steps": [], "values": []}
             mode = "lines+markers" if len(data["steps"]) < 60 else "lines"
@@ -387,26 +522,71 @@ def diagnostics_figure(
             )
             trace_keys.append(key)
             color += 1
-        if panel["keys"] == ["frac_reward_zero_std"] and group_size and reward:
-            steps, p = reward
-            iid = iid_curve(p, group_size)
-            if any(v is not None for v in iid):
-                fig.add_trace(
-                    go.Scatter(
-                        x=list(steps),
-                        y=iid,
-                        mode="lines",
-                        name=f"i.i.d. prediction (G={group_size})",
-                        line={"color": "#555", "dash": "dot", "width": 1.5},
-                    ),
-                    row=row,
-                    col=col,
-                )
-                trace_keys.append(IID)
-    fig.update_xaxes(title_text=None)
-    fixed_margins(base_layout(fig, height=480, showlegend=False), bottom=30)
+    fig.update_xaxes(title_text=None, showticklabels=True)
+    fixed_margins(base_layout(fig, height=250 * rows, showlegend=False), bottom=30)
     fig.update_annotations(font_size=12)
     return fig, trace_keys
+
+
+def _panel_title(panel: Mapping[str, Any], group: int | None, series: Mapping[str, Any]) -> str:
+    if panel["keys"] != [ZERO_STD]:
+        return str(panel["title"])
+    n = len((series.get(ZERO_STD) or {}).get("steps") or [])
+    iid = f"; dotted: i.i.d. prediction at G = {group}" if group else ""
+    return f"Zero-std groups: share over {rolling_window(n)} steps{iid}"
+
+
+def _zero_std_traces(
+    fig: go.Figure,
+    row: int,
+    col: int,
+    series: Mapping[str, Any],
+    group_size: int | None,
+    reward: tuple[Sequence, Sequence] | None,
+) -> list[str]:
+    """Per-step share (faint dots), its trailing share (the line) and the i.i.d. prediction."""
+    data = series.get(ZERO_STD) or {"steps": [], "values": []}
+    share, _ = analysis.extend_trailing([], data["values"], rolling_window(len(data["steps"])))
+    fig.add_trace(
+        go.Scatter(
+            x=data["steps"],
+            y=plot_values(data["values"]),
+            mode="markers",
+            name="share this step",
+            marker={"size": 3, "color": "rgba(31, 78, 153, 0.25)"},
+        ),
+        row=row,
+        col=col,
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=data["steps"],
+            y=share,
+            mode="lines",
+            name="rolling share",
+            line={"color": PALETTE[0], "width": 2},
+        ),
+        row=row,
+        col=col,
+    )
+    keys = [ZERO_STD, ROLLING]
+    if group_size and reward:
+        steps, p = reward
+        iid = iid_curve(p, group_size)
+        if any(v is not None for v in iid):
+            fig.add_trace(
+                go.Scatter(
+                    x=list(steps),
+                    y=iid,
+                    mode="lines",
+                    name=f"i.i.d. prediction (G={group_size})",
+                    line={"color": "#555", "dash": "dot", "width": 1.5},
+                ),
+                row=row,
+                col=col,
+            )
+            keys.append(IID)
+    return keys
 
 
 def iid_curve(p: Sequence[Any], group_size: int) -> list[float | None]:
@@ -430,6 +610,16 @@ def forecast_evolution_figure(
     rows = [f for f in fits if isinstance(f.get("plateau"), Mapping)]
     if not rows:
         return empty_figure("No fits yet: the forecast history appears after the first refit.")
+    if len({f.get("step") for f in rows}) < 2:
+        # One snapshot (an imported run is fitted once) is a dot, not a history: say so.
+        only = rows[-1]
+        plateau = only["plateau"]
+        return empty_figure(
+            f"One forecast so far (step {only.get('step')}: plateau {num(plateau.get('value'))})."
+            "<br>A history needs fits at two or more steps: a live run gets them"
+            "<br>as it trains; an imported run is fitted once.",
+            height=300,
+        )
     x = [f["step"] for f in rows]
     value = [to_float(f["plateau"].get("value")) for f in rows]
     lo = [to_float(f["plateau"].get("lo")) for f in rows]
@@ -473,3 +663,46 @@ def forecast_evolution_figure(
     fig.update_xaxes(title_text="step the forecast was made at")
     fig.update_yaxes(title_text="forecast plateau")
     return base_layout(fig, height=300)
+
+
+# -- metric explorer ---------------------------------------------------------------------------
+
+MAX_EXPLORER_KEYS = 6  # panels stacked on one step axis; more are unreadable at page width
+
+
+def default_metrics(keys: Sequence[str], reward_key: str | None) -> list[str]:
+    """What the explorer opens with: the series a GRPO practitioner looks at after the reward
+    (completion length, KL, entropy, the learning rate), those the run logged."""
+    wanted = ("completions/mean_length", "completion_length", "kl", "entropy", "learning_rate")
+    have = set(keys)
+    return [k for k in wanted if k in have and k != reward_key][:3]
+
+
+def metrics_figure(keys: Sequence[str], series: Mapping[str, Any]) -> go.Figure:
+    """One panel per picked series, stacked on a shared step axis (zoom one, all follow)."""
+    from plotly.subplots import make_subplots
+
+    keys = list(keys)[:MAX_EXPLORER_KEYS]
+    if not keys:
+        return empty_figure("Pick one or more series above to chart them.", height=200)
+    fig = make_subplots(
+        rows=len(keys), cols=1, shared_xaxes=True, vertical_spacing=0.04, subplot_titles=keys
+    )
+    for i, key in enumerate(keys):
+        data = series.get(key) or {"steps": [], "values": []}
+        color = PALETTE[i % len(PALETTE)]
+        fig.add_trace(
+            go.Scatter(
+                x=list(data["steps"]),
+                y=plot_values(data["values"]),
+                mode="lines+markers" if len(data["steps"]) < 60 else "lines",
+                name=key,
+                line={"color": color, "width": 1.5},
+                marker={"size": 3, "color": color},
+            ),
+            row=i + 1,
+            col=1,
+        )
+    fig.update_xaxes(title_text="step", row=len(keys), col=1)
+    fig.update_annotations(font_size=12)
+    return base_layout(fig, height=90 + 170 * len(keys), showlegend=False)

@@ -17,13 +17,16 @@ from grposcope_dashboard.formatting import interval, num, params, signed, step, 
 MODES = ("raw", "smoothed", "normalised")
 
 
-def overlay_figure(curves: Sequence[Mapping[str, Any]], mode: str = "smoothed") -> go.Figure:
-    """One line per run: raw points, the centred average, or the average mapped to [0, 1] so
-    runs with different reward scales can be compared by shape and speed."""
+def overlay_figure(
+    curves: Sequence[Mapping[str, Any]], mode: str = "smoothed", metric: str = "reward"
+) -> go.Figure:
+    """One line per run, named by the run: raw points, the centred average, or the average
+    mapped to [0, 1] so runs with different scales can be compared by shape and speed.
+    ``metric`` names the series overlaid (the reward, or any logged key)."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     if not curves:
-        return empty_figure("Pick runs above to overlay their reward curves.", height=420)
+        return empty_figure("Pick runs above to overlay their curves.", height=420)
     fig = go.Figure()
     for i, c in enumerate(curves):
         y = analysis.floats(c["values"])
@@ -46,7 +49,7 @@ def overlay_figure(curves: Sequence[Mapping[str, Any]], mode: str = "smoothed") 
         )
     fig.update_xaxes(title_text="step")
     fig.update_yaxes(
-        title_text="reward (normalised to its own range)" if mode == "normalised" else "reward"
+        title_text=f"{metric} (normalised to its own range)" if mode == "normalised" else metric
     )
     return base_layout(fig, height=420)
 
@@ -149,23 +152,39 @@ def group_size_figure(runs: Sequence[Mapping[str, Any]]) -> go.Figure:
         row=1,
         col=2,
     )
+    # Each bar is named by its run (G alone read "G=32, G=32, G=32" for three runs).
     fig.update_xaxes(
-        tickvals=list(range(len(bars))), ticktext=[f"G={r['G']}" for r in bars], row=1, col=2
+        tickvals=list(range(len(bars))),
+        ticktext=[f"{_short(r.get('name') or r['label'])}<br>G={r['G']}" for r in bars],
+        tickangle=-35 if len(bars) > 1 else 0,
+        tickfont={"size": 10},
+        row=1,
+        col=2,
     )
     fig.update_xaxes(title_text="step", row=1, col=1)
-    base_layout(fig, height=340, hovermode="closest")
-    fig.update_layout(legend={"y": -0.25, "yanchor": "top"}, margin={"t": 40, "b": 70})
+    base_layout(fig, height=380, hovermode="closest")
+    fig.update_layout(legend={"y": -0.38, "yanchor": "top"}, margin={"t": 40, "b": 100})
     return fig
 
 
+def _short(name: str, width: int = 12) -> str:
+    return name if len(name) <= width else name[: width - 1] + "…"
+
+
+# A size law is read off models: a 2-parameter bandit beside a network is not a size series.
+MIN_MODEL_PARAMS = 1000
+MIN_SIZES = 3  # two sizes always fit a power law exactly; three can disagree with one
+
+
 def scaling_points(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """(parameter count, fitted plateau, timescale) of each run that has both."""
+    """(parameter count, fitted plateau, timescale) of each run of a real model (at least
+    ``MIN_MODEL_PARAMS`` parameters: bandits are left out)."""
     points = []
     for run in runs:
         fit = run.get("fit") or {}
         osc = fit.get("oscillator") or {}
         n = to_float((run.get("hyperparameters") or {}).get("model_params"))
-        if math.isfinite(n) and n > 0:
+        if math.isfinite(n) and n >= MIN_MODEL_PARAMS:
             points.append(
                 {
                     "label": run.get("label", run.get("name")),
@@ -182,10 +201,12 @@ def scaling_figure(points: Sequence[Mapping[str, Any]]) -> tuple[go.Figure, dict
     of the timescale, τ ∝ N^α. With τ ∝ 1/K that reads as curvature K ∝ N^(−α)."""
     from plotly.subplots import make_subplots
 
-    if len({p["params"] for p in points}) < 2:
+    sizes = len({p["params"] for p in points})
+    if sizes < MIN_SIZES:
         return empty_figure(
-            "The scaling panel needs runs of at least two model sizes "
-            "(hyperparameter model_params).",
+            f"The scaling panel needs runs of at least {MIN_SIZES} model sizes (hyperparameter "
+            f"model_params, models of {MIN_MODEL_PARAMS:,}+ parameters);<br>"
+            f"these runs have {sizes}.",
             height=260,
         ), None
     law = analysis.power_law([p["params"] for p in points], [p["timescale"] for p in points])

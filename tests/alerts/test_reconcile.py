@@ -37,6 +37,11 @@ def test_same_episode_is_reopened_not_duplicated_and_past_ones_recorded(api):
     assert step(_outcome("firing", (10, None))) == ["reopened"]
     assert alerts() == [("open", 10, None)]
     assert step(_outcome("firing", (10, None), severity="critical")) == ["escalated"]
+    # a milder re-evaluation of the same episode does not talk the alert down
+    assert step(_outcome("firing", (10, None), severity="warning")) == []
+    with session_scope(factory) as session:
+        kept = session.scalars(select(Alert)).one()
+        assert (kept.severity, kept.state) == ("critical", "open")
     assert step(_outcome("ok", (10, 30), (40, 50))) == ["resolved"]
     assert alerts() == [("resolved", 10, 30), ("resolved", 40, 50)]
     assert step(_outcome("ok", (10, 30), (40, 50))) == []  # nothing new: nothing recorded

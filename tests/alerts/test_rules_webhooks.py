@@ -38,6 +38,27 @@ def test_rule_overrides_validated_and_applied(api):
     assert len(by_kind) == 6
 
 
+def test_rule_params_schema_is_what_the_put_validates(api):
+    """The form's schema and the validation are one source: a value at the announced bound
+    is accepted, one just past it refused, a whole-number parameter says so."""
+    make_run(api, api.alpha)
+    pid = _project_id(api)
+    items = api.client.get("/api/v1/rule-params", headers=api.headers(api.viewer)).json()["items"]
+    kinds = api.client.get("/api/v1/alert-kinds", headers=api.headers(api.viewer)).json()
+    assert [i["kind"] for i in items] == [k["kind"] for k in kinds["items"]]
+    params = {p["name"]: p for p in items[[i["kind"] for i in items].index(
+        "advantage_degeneracy")]["params"]}  # fmt: skip
+    threshold, window = params["threshold"], params["window"]
+    assert window["integer"] and not threshold["integer"] and threshold["doc"]
+    url = f"/api/v1/projects/{pid}/rules/advantage_degeneracy"
+    admin = api.headers(api.admin)
+    at_bound = api.client.put(url, json={"params": {"threshold": threshold["hi"]}}, headers=admin)
+    assert at_bound.status_code == 200
+    past = api.client.put(url, json={"params": {"threshold": threshold["hi"] + 0.01}},
+                          headers=admin)  # fmt: skip
+    assert past.status_code == 422
+
+
 def test_override_changes_what_fires(api):
     run = make_run(api, api.alpha)
     send(api, api.alpha, run["id"], list(range(1, 61)), reward=[0.5] * 60,
@@ -50,6 +71,16 @@ def test_override_changes_what_fires(api):
     send(api, api.alpha, run["id"], [61], reward=[0.5], frac_reward_zero_std=[0.4])
     drain(worker)
     assert _open_kinds(api, run["id"]) == ["advantage_degeneracy"]
+    by_severity = {
+        sev: api.client.get("/api/v1/alerts", params={"run_id": run["id"], "severity": sev},
+                            headers=api.headers(api.viewer)).json()["items"]
+        for sev in ("warning", "critical")
+    }  # fmt: skip
+    assert [a["kind"] for a in by_severity["warning"]] == ["advantage_degeneracy"]
+    assert by_severity["critical"] == []  # 0.4 is below the critical threshold (0.97)
+    bad = api.client.get("/api/v1/alerts", params={"severity": "loud"},
+                         headers=api.headers(api.viewer))  # fmt: skip
+    assert bad.status_code == 422
     api.client.put(f"/api/v1/projects/{_project_id(api)}/rules/advantage_degeneracy",
                    json={"enabled": False}, headers=api.headers(api.admin))  # fmt: skip
     send(api, api.alpha, run["id"], [62], reward=[0.5], frac_reward_zero_std=[0.4])

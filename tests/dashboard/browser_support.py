@@ -51,8 +51,10 @@ class Api:
         self.http = httpx.Client(base_url=url + "/api/v1", timeout=30,
                                  headers={"Authorization": f"Bearer {token}"})  # fmt: skip
 
-    def create_run(self, project: str, name: str, **hyper: Any) -> int:
-        body = {"project": project, "name": name, "hyperparameters": hyper}
+    def create_run(self, project: str, name: str, config: dict[str, Any] | None = None,
+                   **hyper: Any) -> int:  # fmt: skip
+        body = {"project": project, "name": name, "hyperparameters": hyper,
+                "config": config or {}}  # fmt: skip
         response = self.http.post("/runs", json=body)
         response.raise_for_status()
         return response.json()["id"]
@@ -113,6 +115,14 @@ def wait_until(predicate: Any, timeout_s: float, what: str, poll_s: float = 0.25
             return last
         time.sleep(poll_s)
     raise AssertionError(f"{what} did not happen within {timeout_s:.0f} s (last: {last!r})")
+
+
+def pick(page: Any, dropdown_id: str, option: str) -> None:
+    """Choose ``option`` in a Dash dropdown the way a user does: open it, click the option,
+    close it (Dash 4's dropdown is a button with a listbox of options)."""
+    page.locator(f"#{dropdown_id}").click()
+    page.get_by_role("option", name=option, exact=True).click()
+    page.keyboard.press("Escape")
 
 
 def shot(page: Any, name: str, full_page: bool = False) -> Path:

@@ -78,9 +78,15 @@ def test_config_diff_keeps_only_differing_keys() -> None:
         "a": {"lr": 1e-6, "opt": {"beta1": 0.9}, "seed": 1},
         "b": {"lr": 2e-6, "opt": {"beta1": 0.9}},
     })  # fmt: skip
-    keys = [r["key"] for r in rows]
-    assert keys == ["lr", "seed"]
-    assert rows[1]["b"] == "—"
+    assert [r["key"] for r in rows] == ["lr"]  # beta1 is equal; seed only one run sets
+    assert analysis.config_partial({
+        "a": {"lr": 1e-6, "opt": {"beta1": 0.9}, "seed": 1},
+        "b": {"lr": 2e-6, "opt": {"beta1": 0.9}},
+    }) == ["seed"]  # fmt: skip
+    three = {"a": {"seed": 1}, "b": {"seed": 2}, "c": {}}
+    rows = analysis.config_diff(three)
+    assert rows == [{"key": "seed", "a": "1", "b": "2", "c": "—"}]  # a real difference
+    assert analysis.config_partial(three) == []
 
 
 def test_curve_of_accepts_both_spellings_and_nesting() -> None:

@@ -14,6 +14,7 @@ from tests.dashboard.browser_support import (
     Api,
     Feeder,
     ingest_whole_run,
+    pick,
     shot,
     wait_until,
 )
@@ -75,7 +76,7 @@ def test_run_page_chart_gains_points_without_reload(dash_server: Any, page: Any)
     api = _writer(dash_server, "ml")
     run_id = api.create_run("gsm8k", "live-chart", learning_rate=1e-6, momentum=0.9,
                             num_generations=8, k_ref=4, optimizer="adamw",
-                            model_params=494_032_768)  # fmt: skip
+                            model_params=494_032_768, config={"max_steps": 400})  # fmt: skip
     ingest_whole_run(api, run_id, 120)
     feeder = Feeder(api, run_id, start=121)
     feeder.start()
@@ -93,11 +94,37 @@ def test_run_page_chart_gains_points_without_reload(dash_server: Any, page: Any)
         wait_until(lambda: page.evaluate(DIAG_JS) > diag, 20, "new diagnostics points")
         last_step = int(page.locator("#run-last-step").inner_text().replace(",", ""))
         assert last_step > 120
+        _check_charts_and_explorer(page)
         _check_whatif(page)
         page.wait_for_timeout(4000)  # let a fit land for the screenshot
         shot(page, "run", full_page=True)
     finally:
         feeder.stop()
+
+
+TRACES_JS = "(sel) => { const g = document.querySelector(sel + ' .js-plotly-plot');" \
+            " return g && g.data ? g.data.length : -1; }"  # fmt: skip
+
+
+def _check_charts_and_explorer(page: Any) -> None:
+    """The axis spans the run to max_steps; never-logged diagnostics are one line, not blank
+    panels; zero-std is a rolling share beside its i.i.d. prediction; the metric explorer
+    charts any logged series, several at once."""
+    x_end = page.evaluate("() => document.querySelector('#run-reward .js-plotly-plot')"
+                          "._fullLayout.xaxis.range[1]")  # fmt: skip
+    assert x_end == 400
+    missing = page.locator("#run-diag-missing")
+    missing.get_by_text("eval_strategy").wait_for()
+    titles = page.locator("#run-diag .gtitle, #run-diag .annotation-text").all_text_contents()
+    assert not any("not logged" in t for t in titles)
+    assert any("i.i.d. prediction at G = 8" in t for t in titles), titles
+    # the explorer opens on KL and entropy (what this run logged of the defaults) …
+    wait_until(lambda: page.evaluate(TRACES_JS, "#run-metrics") == 2, 30, "two explorer panels")
+    # … and takes any other series
+    pick(page, "run-metric-pick", "grad_norm")
+    wait_until(lambda: page.evaluate(TRACES_JS, "#run-metrics") == 3, 30, "a third series")
+    assert "grad_norm" in page.locator("#run-metrics").inner_text()
+    assert "from the fitted ζ" in page.locator("#run-regime").inner_text()
 
 
 def _check_whatif(page: Any) -> None:
@@ -132,17 +159,58 @@ def test_alert_appears_after_an_unstable_stretch(dash_server: Any, page: Any) ->
     try:
         login(page, dash_server, dash_server.admin_token, f"/runs/{run_id}")
         page.locator("#run-alert-list").wait_for(timeout=60_000)
+        _check_unstable_story(page, dash_server, run_id)
         page.wait_for_timeout(1500)
         shot(page, "run-alert", full_page=True)
         page.goto(dash_server.url + "/alerts")
         row = page.locator("#alerts-table tr", has_text="blows-up").first
         row.wait_for()
         assert "dynamical instability" in page.locator("#alerts-table").inner_text()
+        # evidence reads as a sentence with its numbers; the raw values wait behind "details"
+        sentence = row.locator(".evidence-sentence").inner_text()
+        assert any(ch.isdigit() for ch in sentence) and sentence.endswith(".")
+        assert row.locator("details.evidence").count() == 1
         shot(page, "alerts")
         row.get_by_role("button", name="Acknowledge").click()
         page.get_by_text("acknowledged.").wait_for()
+        _check_alert_filters(page)
     finally:
         feeder.stop()
+
+
+def _check_unstable_story(page: Any, server: Any, run_id: int) -> None:
+    """Once the critical instability alert is open, the run page says unstable everywhere:
+    the summary, the stability panel and a labelled marker on the chart."""
+    admin = Api(server.url, server.admin_token)
+
+    def critical() -> bool:
+        items = admin.http.get("/alerts", params={"run_id": run_id, "severity": "critical",
+                                                  "state": "open"}).json()["items"]  # fmt: skip
+        return any(a["kind"] == "dynamical_instability" for a in items)
+
+    wait_until(critical, 60, "a critical dynamical_instability alert")
+    page.locator("#run-unstable").wait_for(timeout=20_000)
+    assert "unstable" in page.locator("#run-summary").inner_text()
+    assert "Far from the stability edge" not in page.locator("#run-stability").inner_text()
+    labels = page.evaluate(
+        "() => document.querySelector('#run-reward .js-plotly-plot')"
+        ".layout.shapes.filter(s => s.label).map(s => s.label.text)"
+    )
+    assert "critical: dynamical instability" in labels
+
+
+def _check_alert_filters(page: Any) -> None:
+    """Filters start at 'any' (history visible) and narrow by severity; teams come from the
+    API as a list, not free text."""
+    table = page.locator("#alerts-table")
+    pick(page, "alerts-severity", "critical")
+    wait_until(lambda: table.locator("tr.alert-row").count() > 0
+               and table.locator("tr.alert-row .badge", has_text="warning").count() == 0
+               and table.locator("tr.alert-row .badge", has_text="info").count() == 0,
+               20, "only critical alerts listed")  # fmt: skip
+    page.locator("#alerts-team").click()
+    assert page.get_by_role("option", name="research", exact=True).count() == 1
+    page.keyboard.press("Escape")
 
 
 def test_compare_overlays_three_runs_from_two_teams(dash_server: Any, page: Any) -> None:
@@ -165,7 +233,18 @@ def test_compare_overlays_three_runs_from_two_teams(dash_server: Any, page: Any)
     names = sorted(legend.all_text_contents())  # SVG: no innerText
     assert names == ["ml/qwen-0.5b-G4", "ml/qwen-1.5b-G8", "research/qwen-7b-G16"]
     page.locator("#cmp-params-table").wait_for()
+    # the config diff is collapsed behind its count, and lists only what differs
+    page.locator("#cmp-diff-summary").click()
     page.locator("#cmp-diff-table").get_by_text("hyperparameters.num_generations").wait_for()
+    assert "hyperparameters.learning_rate" not in page.locator("#cmp-diff-table").inner_text()
+    # G bars are named by run; three model sizes give the size law
+    assert "qwen-7b-G16" in page.locator("#cmp-group").inner_text()
+    page.locator("#cmp-scaling-note").get_by_text("Timescale τ ∝ N^").wait_for()
+    # any logged metric can be overlaid, with the runs' names in the legend
+    pick(page, "cmp-metric", "entropy")
+    wait_until(lambda: "entropy" in page.locator("#cmp-overlay .ytitle").text_content(), 30,
+               "the overlay switching to entropy")  # fmt: skip
+    assert sorted(legend.all_text_contents()) == names
     page.get_by_text("normalised").click()
     page.wait_for_timeout(3000)
     shot(page, "compare", full_page=True)
@@ -175,6 +254,10 @@ def test_compare_overlays_three_runs_from_two_teams(dash_server: Any, page: Any)
     page.goto(f"{dash_server.url}/runs/{ids[2]}")
     page.locator("#run-accuracy").wait_for()
     assert "step" in page.locator("#run-accuracy").inner_text()
+    # a finished run's axis ends where it ended, not a forecast window later
+    x_end = page.evaluate("() => document.querySelector('#run-reward .js-plotly-plot')"
+                          "._fullLayout.xaxis.range[1]")  # fmt: skip
+    assert x_end == 300
 
 
 def test_viewer_is_refused_admin_settings(dash_server: Any, page: Any) -> None:
@@ -186,3 +269,33 @@ def test_viewer_is_refused_admin_settings(dash_server: Any, page: Any) -> None:
     page.locator("#settings-refused").wait_for()
     assert page.locator("#tok-table").count() == 0
     shot(page, "settings-refused")
+
+
+def test_admin_revokes_a_token_and_edits_a_threshold_by_form(dash_server: Any,
+                                                              page: Any) -> None:  # fmt: skip
+    _writer(dash_server, "ml").create_run("gsm8k", "for-settings")
+    login(page, dash_server, dash_server.admin_token, "/settings")
+    table = page.locator("#tok-table")
+    table.wait_for()
+    before = table.locator("tbody tr").count()
+    pick(page, "tok-team", "ml")
+    page.fill("#tok-name", "ci-to-revoke")
+    page.get_by_role("button", name="Create token").click()
+    page.get_by_text("Shown once").wait_for()
+    wait_until(lambda: table.locator("tbody tr").count() == before + 1, 20, "the new token row")
+    row = table.locator("tbody tr", has_text="ci-to-revoke")
+    row.get_by_role("button", name="Revoke").click()
+    row.get_by_text("revoked").wait_for()
+    assert row.get_by_role("button", name="Revoke").count() == 0
+    page.get_by_role("tab", name="Alert thresholds").click()
+    pick(page, "rules-project", "ml / gsm8k")
+    pick(page, "rules-kind", "advantage degeneracy")
+    box = page.locator("#rules-form .row", has_text="threshold").first.locator("input")
+    box.fill("1.5")
+    page.get_by_role("button", name="Save").click()
+    page.locator("#rules-errors").get_by_text("threshold must be in [0, 1]").wait_for()
+    box.fill("0.3")
+    page.get_by_role("button", name="Save").click()
+    page.get_by_text("Rule advantage_degeneracy saved (threshold = 0.3)").wait_for()
+    page.locator("#rules-table").get_by_text("threshold = 0.3").wait_for()
+    shot(page, "settings", full_page=True)

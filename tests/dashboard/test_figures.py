@@ -60,6 +60,58 @@ def test_diagnostics_map_traces_to_keys_and_add_iid_prediction() -> None:
     assert trace_keys[-2:] == ["reward", "eval_reward"]
 
 
+def test_never_logged_panels_are_left_out_and_named_once() -> None:
+    panels = figures.diagnostic_panels(["reward", "frac_reward_zero_std", "kl"], "reward")
+    series = {"frac_reward_zero_std": {"steps": [1, 2, 3], "values": [0, 1, 0]},
+              "kl": {"steps": [1], "values": [0.1]}}  # fmt: skip
+    fig, trace_keys = figures.diagnostics_figure(panels, series, 4, ([1, 2, 3], [0.5] * 3))
+    titles = [a.text for a in fig.layout.annotations]
+    assert len(titles) == 2 and "KL to reference" in titles  # not six boxes, four of them blank
+    assert not any("not logged" in t for t in titles)
+    line = figures.missing_line(panels)
+    assert "entropy" in line and "grad_norm" in line and "eval" in line and "kl" not in line
+    assert figures.missing_line(figures.diagnostic_panels(
+        ["frac_reward_zero_std", "entropy", "kl", "grad_norm", "clip_ratio/x", "eval_reward"],
+        "reward")) is None  # fmt: skip
+    # zero-std at G = 4: the per-step 0/1 barcode is faint, the rolling share is the line,
+    # and the i.i.d. prediction beside it is named in the panel's title
+    assert trace_keys[:3] == [figures.ZERO_STD, figures.ROLLING, figures.IID]
+    assert list(fig.data[1].y) == pytest.approx([0.0, 0.5, 1 / 3])
+    assert "i.i.d. prediction at G = 4" in titles[0] and "share over" in titles[0]
+
+
+def test_reward_chart_spans_the_run_and_keeps_a_bounded_reward_in_range() -> None:
+    fig = figures.reward_figure("reward", [1, 2, 3], [0.2, 0.5, 0.9], FIT, max_steps=80)
+    assert list(fig.layout.xaxis.range) == [0, 80]  # max_steps, not the forecast's 100
+    assert max(fig.data[figures.R_FORECAST].x) <= 80
+    assert max(v for v in fig.data[figures.R_BAND_HI].y if v is not None) <= 1.0  # hi 1.05
+    plateau = [s for s in fig.layout.shapes if s.name == "plateau interval"][0]
+    assert plateau.y1 <= 1.0 and plateau.x0 == 70  # over the plateau phase only
+    free = figures.reward_figure("reward", [1, 2, 3], [2.0, 5.0, 9.0], FIT)
+    assert free.layout.xaxis.range is None  # unknown length: the axis follows the data
+    assert max(free.data[figures.R_BAND_HI].y) == pytest.approx(1.05)  # unbounded: kept
+
+
+def test_forecast_continues_the_fitted_curve_between_grid_points() -> None:
+    fit = {**FIT, "step": 60}  # between the grid's 50 and 75
+    curves = figures.fit_curves(fit)
+    xs, ys = curves[figures.R_FIT]
+    fx, fy = curves[figures.R_FORECAST]
+    assert xs[-1] == fx[0] == 60 and ys[-1] == fy[0] == pytest.approx(0.84)
+
+
+def test_alert_markers_are_labelled_and_coloured_by_severity() -> None:
+    alerts = [
+        {"opened_step": 42, "kind": "plateau_reached", "severity": "info"},
+        {"opened_step": 60, "kind": "dynamical_instability", "severity": "critical"},
+    ]
+    lines = [s for s in figures.fit_shapes(FIT, (0, 100), alerts) if s["name"].startswith("alert")]
+    by_step = {s["x0"]: s for s in lines}
+    assert by_step[42]["label"]["text"] == "info: plateau reached"
+    assert by_step[60]["label"]["text"] == "critical: dynamical instability"
+    assert by_step[42]["line"]["color"] != by_step[60]["line"]["color"]
+
+
 def test_iid_curve_is_blank_for_rewards_that_are_not_rates() -> None:
     assert figures.iid_curve([2.5, None], 4) == [None, None]
 
@@ -69,6 +121,8 @@ def test_forecast_evolution_empty_and_filled() -> None:
     assert "No fits yet" in empty.layout.annotations[0].text
     fits = [{"step": s, "plateau": {"value": 1.0, "lo": 0.9, "hi": 1.1}} for s in (10, 20)]
     assert len(figures.forecast_evolution_figure(fits, final=1.0).data) == 3
+    one = figures.forecast_evolution_figure(fits[:1])  # an imported run: one snapshot
+    assert not one.data and "One forecast so far" in one.layout.annotations[0].text
 
 
 def test_overlay_modes() -> None:
@@ -80,14 +134,21 @@ def test_overlay_modes() -> None:
         fc.overlay_figure(curves, "log")
 
 
-def test_scaling_panel_needs_two_sizes_and_fits_the_exponent() -> None:
-    runs = [{"label": f"r{n}", "hyperparameters": {"model_params": n},
-             "fit": {"plateau": {"value": 1.0}, "oscillator": {"omega0": n**-0.5, "zeta": 0.5}}}
-            for n in (1e8, 1e9, 1e10)]  # fmt: skip
+def _sized(n: float) -> dict:
+    osc = {"omega0": n**-0.5, "zeta": 0.5}
+    return {"label": f"r{n}", "hyperparameters": {"model_params": n},
+            "fit": {"plateau": {"value": 1.0}, "oscillator": osc}}  # fmt: skip
+
+
+def test_scaling_panel_needs_three_real_model_sizes_and_fits_the_exponent() -> None:
+    runs = [_sized(n) for n in (1e8, 1e9, 1e10)]
     fig, law = fc.scaling_figure(fc.scaling_points(runs))
     assert law is not None and law["alpha"] == pytest.approx(0.5)
-    _, none = fc.scaling_figure(fc.scaling_points(runs[:1]))
-    assert none is None
+    two, none = fc.scaling_figure(fc.scaling_points(runs[:2]))
+    assert none is None and "at least 3 model sizes" in two.layout.annotations[0].text
+    # a 2-parameter bandit is not a model size: with two networks there is still no law
+    _, bandit = fc.scaling_figure(fc.scaling_points([_sized(2), *runs[:2]]))
+    assert bandit is None
 
 
 def test_group_size_panel_needs_two_group_sizes() -> None:
@@ -96,7 +157,7 @@ def test_group_size_panel_needs_two_group_sizes() -> None:
     fig = fc.group_size_figure([run, {**run, "label": "b", "G": 8}])
     assert len(fig.data) == 3  # two mean paths and the bar chart
     bars = fig.data[2]
-    assert list(fig.layout.xaxis2.ticktext) == ["G=4", "G=8"]
+    assert list(fig.layout.xaxis2.ticktext) == ["a<br>G=4", "b<br>G=8"]  # named by run
     # each bar wears its G's colour from the mean paths on the left, and names its run
     assert list(bars.marker.color) == [fig.data[0].line.color, fig.data[1].line.color]
     assert list(bars.hovertext) == ["a (G=4)", "b (G=8)"]

@@ -65,5 +65,5 @@ def test_internal_url_uses_loopback_for_wildcard_hosts() -> None:
 def test_dashboard_cli_refuses_a_bad_url(capsys: pytest.CaptureFixture[str]) -> None:
     from grposcope.cli.main import main
 
-    assert main(["dashboard", "--api-url", "api:8000"]) == 2
-    assert "--api-url must start with http" in capsys.readouterr().err
+    assert main(["dashboard", "--api-url", "ftp://api:8000"]) == 2
+    assert "--api-url: the server URL must use http:// or https://" in capsys.readouterr().err

@@ -13,7 +13,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE = REPO / "docker-compose.yml"
-GRPOSCOPE_SERVICES = ("migrate", "api", "worker", "dashboard")
+GRPOSCOPE_SERVICES = ("migrate", "api", "worker", "maintain", "dashboard")
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +82,7 @@ def test_every_grposcope_variable_is_one_the_code_reads(services: dict) -> None:
 
 def test_database_url_points_at_the_db_service_with_its_credentials(services: dict) -> None:
     db_env = services["db"]["environment"]
-    for name in ("migrate", "api", "worker"):
+    for name in ("migrate", "api", "worker", "maintain"):
         url = services[name]["environment"]["GRPOSCOPE_DATABASE_URL"]
         assert url.startswith("postgresql+psycopg://"), url
         parsed = urlparse(url.replace("${POSTGRES_PASSWORD:-grposcope}", "secret"))

@@ -424,6 +424,19 @@ def test_collapse_with_no_prior_gain_is_critical_within_five_points():
     assert "collapsed from" in out.message
 
 
+def test_an_observed_collapse_names_the_alert_over_a_predicted_margin():
+    """The demo's warmup run: predicted past the edge early, then collapsed. Its message says
+    the collapse (what happened), not the latest fit's mild margin with "instability ahead"."""
+    from grposcope.diagnostics.engine import _message
+
+    evidence = {"predicted": True, "margin_exact": 0.0936,
+                "collapse": {"key": "reward", "reference_level": 1.0, "level_now": 0.97,
+                             "fall_sigmas": 3.08, "points": 5}}  # fmt: skip
+    assert _message("dynamical_instability", evidence).startswith("reward collapsed from 1.0")
+    del evidence["collapse"]
+    assert "instability ahead" in _message("dynamical_instability", evidence)
+
+
 def test_slow_degradation_warns_and_a_flat_noisy_run_does_not():
     rng = np.random.default_rng(4)
     s = np.arange(1, 201)
@@ -452,3 +465,41 @@ def test_entropy_explosion_is_a_precursor_warning_before_the_reward_falls():
     assert out.evidence["entropy_growth"] >= 3
     calm = RunData({"reward": (s, reward), "train/token_entropy": (s, 0.9 - 0.02 * s)}, "reward")
     assert evaluate("dynamical_instability", calm, defaults("dynamical_instability")).status == "ok"
+
+
+def test_a_reward_stuck_at_its_floor_is_a_critical_flatline_within_six_points():
+    """The sweep's 16-epoch run: ~0.05 with noise, then exactly 0 — too small a fall for any
+    noise-σ bar, but a streak of one value below everything before it is no noise."""
+    rng = np.random.default_rng(5)
+    s = np.arange(1, 41)
+    v = np.where(s < 9, rng.binomial(256, 0.05, s.size) / 256, 0.0)
+    v[:8] = np.maximum(v[:8], 1 / 256)  # no exact zero before the fall
+    out = evaluate("dynamical_instability", RunData({"reward": (s, v)}, "reward"),
+                   defaults("dynamical_instability"))  # fmt: skip
+    assert out.status == "firing" and out.severity == "critical"
+    first = out.episodes[0]
+    assert 10 <= first.opened_step <= 14
+    assert "exactly 0.0" in out.message and out.evidence["flatline"]["since_step"] == 9
+
+
+def test_a_coarse_healthy_reward_repeating_its_floor_is_not_a_flatline():
+    """G = 2 on one prompt: rewards 0, 0.5, 1 with 0 a third of the time — streaks of zeros
+    are ordinary there, and the chance bound scales with how often 0 was seen before."""
+    criticals = 0
+    for seed in range(20):
+        rng = np.random.default_rng(100 + seed)
+        s = np.arange(1, 301)
+        v = rng.choice([0.0, 0.5, 1.0], size=s.size, p=[0.35, 0.3, 0.35])
+        o = evaluate("dynamical_instability", RunData({"reward": (s, v)}, "reward"),
+                     defaults("dynamical_instability"))  # fmt: skip
+        criticals += any(e.severity == "critical" for e in o.episodes)
+    assert criticals <= 1
+
+
+def test_a_precursor_opens_at_the_step_its_trailing_median_crosses():
+    s = np.arange(1, 41)
+    entropy = np.where(s < 12, 0.9, 4.0)
+    data = RunData({"reward": (s, np.full(s.size, 0.3)), "entropy": (s, entropy)}, "reward")
+    out = evaluate("dynamical_instability", data, defaults("dynamical_instability"))
+    # trailing median of 3 points: above 3× from the second high point on (step 13)
+    assert out.episodes[0].opened_step == 13

@@ -64,6 +64,25 @@ def test_human_output(log_csv: Path, capsys) -> None:
     assert "oscillator:" in text and "plateau:" in text and "prediction" in text
 
 
+def test_predict_prints_the_observed_mean_when_the_log_has_the_window(log_csv: Path, capsys):
+    """Fit up to step 120, predict steps 150-200: the log has them, so the observed mean is
+    printed beside the prediction (a window past the log's end has none)."""
+    table = np.loadtxt(log_csv, delimiter=",", skiprows=1)
+    inside = (table[:, 0] >= 150) & (table[:, 0] <= 200)
+    args = ["fit", str(log_csv), "--until", "120", "--predict", "150:200"]
+    assert main([*args, "--json"]) == 0
+    prediction = _json(capsys)["prediction"]
+    assert prediction["observed_points"] == inside.sum() == 51
+    assert prediction["observed_mean"] == pytest.approx(table[inside, 2].mean(), rel=1e-12)
+    assert main(args) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("prediction"))
+    assert f"observed {prediction['observed_mean']:.4g} (mean of 51 logged values)" in line
+    assert main(["fit", str(log_csv), "--predict", "250:300", "--json"]) == 0
+    assert "observed_mean" not in _json(capsys)["prediction"]
+    assert main(["fit", str(log_csv), "--predict", "250:300"]) == 0
+    assert "observed" not in capsys.readouterr().out
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -85,7 +104,7 @@ def test_not_a_log(tmp_path: Path, capsys) -> None:
     p = tmp_path / "notes.txt"
     p.write_text("hello\nworld\n")
     assert main(["fit", str(p)]) == 2
-    assert "neither a trainer_state.json nor a CSV" in capsys.readouterr().err
+    assert "cannot tell its format" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

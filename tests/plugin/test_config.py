@@ -45,9 +45,23 @@ def test_defaults_without_environment(monkeypatch: pytest.MonkeyPatch, tmp_path:
     assert cfg.spool_dir == tmp_path / "grposcope" / "spool"
 
 
-def test_bad_url_names_the_argument() -> None:
-    with pytest.raises(ValueError, match="url"):
-        ClientConfig.resolve(url="127.0.0.1:8000")
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("ftp://127.0.0.1:8000", "must use http:// or https://"),
+        ("http://127.0.0.1:port", "malformed port"),
+        ("http:///api/v1", "names no host"),
+        ("  ", "empty"),
+    ],
+)
+def test_a_bad_url_is_explained(url: str, says: str) -> None:
+    with pytest.raises(ValueError, match=says):
+        ClientConfig.resolve(url=url)
+
+
+def test_a_url_without_a_scheme_means_http(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GRPOSCOPE_URL", "10.0.0.5:8000/api/v1/")
+    assert ClientConfig.resolve().url == "http://10.0.0.5:8000"
 
 
 def test_stop_on_accepts_known_kinds_and_names_unknown_ones() -> None:
@@ -114,6 +128,8 @@ def test_a_value_that_cannot_be_sent_is_dropped_by_name_and_the_rest_kept() -> N
         ("HTTP://Example.COM:80/", "HTTP://Example.COM:80", "http://example.com"),
         ("https://h.example/grp/api/v1", "https://h.example/grp", "https://h.example/grp"),
         ("http://u:pw@[::1]:9000/x?q=1", "http://u:pw@[::1]:9000/x?q=1", "http://[::1]:9000/x"),
+        ("127.0.0.1:8000/api/v1", "http://127.0.0.1:8000", "http://127.0.0.1:8000"),
+        (" localhost:8000/ ", "http://localhost:8000", "http://localhost:8000"),
     ],
 )
 def test_server_urls_are_accepted_with_or_without_api_v1(given, base, normal) -> None:

@@ -1,4 +1,7 @@
-"""`python -m grposcope_trainer replay [--spool-dir DIR] [--url URL] [--token T] [--adopt RUN_DIR]`.
+"""`python -m grposcope_trainer replay|follow …` (also installed as `grposcope-trainer`).
+
+`follow PATH --project P [--run NAME] [--pid PID]` streams a growing log (see
+`grposcope_trainer.follow`). `replay [--spool-dir DIR] [--url URL] [--token T] [--adopt RUN_DIR]`:
 
 Sends what dead processes left in a spool directory (the same replay a new training process
 does on its own), for the case where no training process will run there again. Only the runs
@@ -15,6 +18,8 @@ import sys
 from pathlib import Path
 
 from grposcope_trainer.config import ClientConfig
+from grposcope_trainer.follow import add_arguments as add_follow_arguments
+from grposcope_trainer.follow import run_from_args as run_follow
 from grposcope_trainer.sender import Sender
 from grposcope_trainer.spool import RunSpool, keyed_root, legacy_runs, orphan_runs
 from grposcope_trainer.transport import Transport
@@ -87,7 +92,7 @@ def _adopted(path: Path) -> RunSpool | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m grposcope_trainer")
+    parser = argparse.ArgumentParser(prog="grposcope-trainer")
     sub = parser.add_subparsers(dest="command", required=True)
     rp = sub.add_parser("replay", help="send runs left in a spool directory by dead processes")
     rp.add_argument("--spool-dir", help="default: GRPOSCOPE_SPOOL_DIR or ~/.cache/grposcope/spool")
@@ -100,9 +105,13 @@ def main(argv: list[str] | None = None) -> int:
         metavar="RUN_DIR",
         help="send this run directory to --url with --token, whoever spooled it (repeatable)",
     )
+    fp = sub.add_parser("follow", help="stream a growing training log to a server")
+    add_follow_arguments(fp)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
+    if args.command == "follow":
+        return run_follow(args)
     try:
         left = replay(args.spool_dir, args.url, args.token, args.timeout, args.adopt)
     except ValueError as exc:

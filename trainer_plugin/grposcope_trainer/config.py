@@ -2,7 +2,8 @@
 
 Environment variables, read when a run starts (never at import time):
 
-- ``GRPOSCOPE_URL``        server base URL, e.g. ``http://10.0.0.5:8000`` (default ``http://127.0.0.1:8000``)
+- ``GRPOSCOPE_URL``        server base URL, e.g. ``http://10.0.0.5:8000`` (default ``http://127.0.0.1:8000``;
+                           a trailing ``/api/v1`` and a missing ``http://`` are accepted)
 - ``GRPOSCOPE_TOKEN``      a ``writer`` token of the team that owns the project
 - ``GRPOSCOPE_PROJECT``    project name (default ``default``)
 - ``GRPOSCOPE_RUN_NAME``   run name (default: the output directory's name, or a generated one)
@@ -55,13 +56,11 @@ class ClientConfig:
     ) -> ClientConfig:
         """Arguments override environment variables, which override defaults."""
         env = os.environ
-        url = url or env.get("GRPOSCOPE_URL") or DEFAULT_URL
-        if not url.startswith(("http://", "https://")):
-            raise ValueError(f"url must start with http:// or https://, got {url!r}")
-        normalise_url(url)  # a malformed URL (a bad port) is an error here, not on the thread
+        # A malformed URL (another scheme, a bad port) is an error here, not on the thread.
+        base = server_base(url or env.get("GRPOSCOPE_URL") or DEFAULT_URL)
         spool = spool_dir or env.get("GRPOSCOPE_SPOOL_DIR") or default_spool_dir()
         return cls(
-            url=server_base(url),
+            url=base,
             token=token or env.get("GRPOSCOPE_TOKEN") or None,
             project=project or env.get("GRPOSCOPE_PROJECT") or "default",
             run_name=run_name or env.get("GRPOSCOPE_RUN_NAME") or None,
@@ -70,9 +69,33 @@ class ClientConfig:
 
 
 def server_base(url: str) -> str:
-    """The URL without a trailing slash or ``/api/v1`` (both spellings are accepted)."""
-    url = url.strip().rstrip("/")
-    return url[: -len(API_PREFIX)].rstrip("/") if url.endswith(API_PREFIX) else url
+    """The server's base URL as every client (this plugin, the `grposcope` CLI) uses it: the
+    one normaliser of a URL a person typed.
+
+    Accepted and normalised: a trailing slash or ``/api/v1`` (people paste the API's URL), and
+    a missing scheme (``host:8000`` means ``http://host:8000``). Any other scheme, a missing
+    host or a malformed port is a ValueError that names the URL and says what is expected,
+    raised here rather than on first use (a typo would otherwise surface as an odd HTTP error).
+    """
+    text = url.strip()
+    if not text:
+        raise ValueError("the server URL is empty; expected e.g. http://127.0.0.1:8000")
+    if "://" not in text:
+        text = "http://" + text
+    parts = urlsplit(text)
+    if parts.scheme.lower() not in _DEFAULT_PORTS:
+        raise ValueError(
+            f"the server URL must use http:// or https://, got {url!r} "
+            "(expected e.g. http://127.0.0.1:8000)"
+        )
+    try:
+        parts.port  # noqa: B018 - a malformed port raises here
+    except ValueError:
+        raise ValueError(f"the server URL {url!r} has a malformed port") from None
+    if not parts.hostname:
+        raise ValueError(f"the server URL {url!r} names no host (expected e.g. http://HOST:8000)")
+    text = text.rstrip("/")
+    return text[: -len(API_PREFIX)].rstrip("/") if text.endswith(API_PREFIX) else text
 
 
 def normalise_url(url: str) -> str:

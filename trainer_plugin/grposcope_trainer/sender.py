@@ -596,6 +596,21 @@ class Sender:
                 reply.detail,
             )
             return
+        if reply.outcome is Outcome.MISROUTED:
+            self._warn_once(
+                "misrouted",
+                "grposcope: %s answered HTTP %s with %s instead of the grposcope API: the URL "
+                "(GRPOSCOPE_URL or url=) should be the grposcope server's base URL, e.g. "
+                "http://HOST:8000. Training continues; metrics are kept in the spool %s and "
+                "retried",
+                self._transport.url,
+                reply.status,
+                reply.detail,
+                self._own.spool.path,
+            )
+            self._back_off()
+            self._reachable = False  # said above, more precisely than "unreachable"
+            return
         if reply.outcome is Outcome.AUTH:
             self._auth_failed = True
             self._warn_once(

@@ -22,6 +22,9 @@ class Outcome(enum.Enum):
     AUTH = "auth"  # 401/403: this token cannot write here; retrying will not help
     GONE = "gone"  # 404: the run vanished on the server; create it again
     REJECT = "reject"  # other 4xx: this payload will never be accepted
+    # 3xx: not the API's answer (the API never redirects): the URL leads to something else,
+    # e.g. a dashboard's login page or a proxy. Nothing about the payload; keep it, say so.
+    MISROUTED = "misrouted"
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,8 @@ class Reply:
 def classify(status: int) -> Outcome:
     if 200 <= status < 300:
         return Outcome.OK
+    if 300 <= status < 400:
+        return Outcome.MISROUTED
     if status in (401, 403):
         return Outcome.AUTH
     if status == 404:
@@ -108,6 +113,8 @@ class Transport:
         except ValueError:
             body = None
         detail = _detail(body) or response.reason_phrase
+        if response.is_redirect:
+            detail = f"a redirect to {response.headers.get('location')!r}"
         return Reply(classify(response.status_code), response.status_code, body, detail)
 
 

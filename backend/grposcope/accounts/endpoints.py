@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 from sqlalchemy import func, select
 
 from grposcope.accounts import service
-from grposcope.api.deps import AdminDep, PrincipalDep, SessionDep
+from grposcope.api.deps import AdminDep, PrincipalCacheDep, PrincipalDep, SessionDep
 from grposcope.api.types import Int64, Text
 from grposcope.models import Project, Run, Team
 
@@ -35,20 +35,6 @@ class ProjectOut(BaseModel):
     n_runs: int
 
 
-class TokenOut(BaseModel):
-    id: int
-    name: str
-    team: str
-    role: str = Field(description="writer | viewer | admin")
-    prefix: str = Field(description="The secret's first characters, to recognise it by.")
-    created_at: datetime
-    revoked: bool
-
-
-class TokenCreated(TokenOut):
-    token: str = Field(description="The secret; shown in this response only.")
-
-
 class TeamCreate(BaseModel):
     name: Text = Field(min_length=1, max_length=200)
 
@@ -57,6 +43,22 @@ class TokenCreate(BaseModel):
     team: Text = Field(min_length=1, max_length=200)
     role: Text = Field(description="writer | viewer | admin")
     name: Text = Field("", max_length=200, description="A label to recognise the token by.")
+
+
+class TokenOut(BaseModel):
+    """A token as listed: never its secret."""
+
+    id: int
+    name: str = Field(description="The label given at creation.")
+    team: str
+    role: Literal["writer", "viewer", "admin"]
+    prefix: str = Field(description="The first characters of the secret, to recognise it by.")
+    created_at: datetime
+    revoked: bool
+
+
+class TokenCreated(TokenOut):
+    token: str = Field(description="The secret (`gs_…`); shown only in this response.")
 
 
 @router.get("/me", response_model=Me)
@@ -98,7 +100,7 @@ def list_projects(
     ]
 
 
-@router.post("/tokens", response_model=TokenCreated, status_code=201)
+@router.post("/tokens", status_code=201, response_model=TokenCreated)
 def create_token(body: TokenCreate, session: SessionDep, _: AdminDep) -> dict[str, Any]:
     """Create a token (admin); the secret is shown only in this response."""
     row, secret = service.create_token(session, body.team, body.role, body.name)
@@ -112,9 +114,15 @@ def list_tokens(session: SessionDep, _: AdminDep) -> list[dict[str, Any]]:
 
 
 @router.delete("/tokens/{token_id}", response_model=TokenOut)
-def revoke_token(token_id: Int64, session: SessionDep, _: AdminDep) -> dict[str, Any]:
-    """Revoke a token (admin)."""
-    return _token_out(service.revoke_token(session, token_id))
+def revoke_token(
+    token_id: Int64, session: SessionDep, _: AdminDep, cache: PrincipalCacheDep
+) -> dict[str, Any]:
+    """Revoke a token (admin): at once in this process, within the token cache's TTL in
+    the others (grposcope.accounts.cache)."""
+    row = service.revoke_token(session, token_id)
+    if cache is not None:
+        cache.forget_token(row.id)
+    return _token_out(row)
 
 
 def _token_out(row: Any) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, joinedload
 
+from grposcope.accounts.cache import PrincipalCache
 from grposcope.accounts.tokens import Principal, generate_token, hash_token
 from grposcope.db import insert_or_ignore
 from grposcope.errors import Conflict, Forbidden, InvalidInput, NotFound, TeamNotFound, Unauthorized
@@ -13,18 +14,27 @@ from grposcope.models import ROLES, ApiToken, Team, utcnow
 DEFAULT_TEAM = "default"
 
 
-def authenticate(session: Session, raw: str | None) -> Principal:
-    """Resolve a bearer token to a principal, or raise 401."""
+def authenticate(
+    session: Session, raw: str | None, cache: PrincipalCache | None = None
+) -> Principal:
+    """Resolve a bearer token to a principal, or raise 401; a ``cache`` hit costs no query
+    (grposcope.accounts.cache says how long a revoked token may outlive its revocation)."""
     if not raw:
         raise Unauthorized("missing token: send 'Authorization: Bearer <token>'")
+    token_hash = hash_token(raw)
+    if cache is not None and (known := cache.get(token_hash)) is not None:
+        return known
     # the team comes in the same query: every request with a body authenticates before it
     # is read (grposcope.api.guard), so this runs once per request and a lazy load would
     # be a second round trip
     query = select(ApiToken).options(joinedload(ApiToken.team))
-    row = session.scalar(query.where(ApiToken.token_hash == hash_token(raw)))
+    row = session.scalar(query.where(ApiToken.token_hash == token_hash))
     if row is None or row.revoked_at is not None:
         raise Unauthorized("invalid or revoked token")
-    return Principal(row.id, row.name, row.team_id, row.team.name, row.role)
+    principal = Principal(row.id, row.name, row.team_id, row.team.name, row.role)
+    if cache is not None:
+        cache.put(token_hash, principal)
+    return principal
 
 
 def require_admin(principal: Principal) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Query, Response
 
 from grposcope.alerts import service
-from grposcope.alerts.kinds import alert_kinds
+from grposcope.alerts.kinds import alert_kinds, rule_params
 from grposcope.alerts.schemas import (
     AlertKindList,
     AlertList,
@@ -17,6 +17,7 @@ from grposcope.alerts.schemas import (
     RuleIn,
     RuleList,
     RuleOut,
+    RuleParamsList,
     WebhookIn,
     WebhookOut,
 )
@@ -32,6 +33,13 @@ def list_alert_kinds(_: PrincipalDep) -> dict[str, Any]:
     return {"items": alert_kinds()}
 
 
+@router.get("/rule-params", response_model=RuleParamsList)
+def list_rule_params(_: PrincipalDep) -> dict[str, Any]:
+    """Each rule's parameters with default, allowed range, type and meaning: what a form
+    needs to edit thresholds without guessing (``PUT /projects/{id}/rules/{kind}``)."""
+    return {"items": rule_params()}
+
+
 @router.get("/alerts", response_model=AlertList)
 def list_alerts(
     session: SessionDep,
@@ -41,11 +49,13 @@ def list_alerts(
     team: Text | None = None,
     project: Text | None = None,
     run_id: Int64 | None = None,
+    severity: Text | None = None,
     limit: int = Query(50, ge=1, le=1000),
     offset: int = Query(0, ge=0, le=INT64_MAX),
 ) -> dict[str, Any]:
     """Alerts of every team, most recently updated first."""
-    filters = {"state": state, "kind": kind, "team": team, "project": project, "run_id": run_id}
+    filters = {"state": state, "kind": kind, "team": team, "project": project,
+               "run_id": run_id, "severity": severity}  # fmt: skip
     return service.list_alerts(session, limit=limit, offset=offset, **filters)
 
 

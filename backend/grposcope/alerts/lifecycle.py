@@ -1,5 +1,6 @@
 """Alert lifecycle from rule outcomes: open → acknowledged → resolved, one open alert per
-(run, kind), severity and evidence updated in place, webhook deliveries enqueued.
+(run, kind), severity and evidence updated in place (severity only rising: an open alert keeps
+the worst its episode reached), webhook deliveries enqueued.
 
 The rules are re-evaluated over the whole history, so this only reconciles: an episode that
 is open now keeps (or gets) its open alert; an open alert whose condition has cleared is
@@ -61,6 +62,11 @@ def _fire(session: Session, run: Run, outcome: Outcome, alert: Alert | None) -> 
                       message=outcome.message, evidence=outcome.evidence)  # fmt: skip
         session.add(alert)
         return [(alert, "opened")]
+    if LEVEL.get(severity, 0) < LEVEL.get(alert.severity, 0):
+        # An episode keeps the worst it reached, with the evidence for it: a run that went
+        # critical (margin −0.21) must not read "warning, margin 0.05" because a later fit of
+        # the wrecked curve looked milder. It resolves when the rule clears.
+        return []
     escalated = LEVEL.get(severity, 0) > LEVEL.get(alert.severity, 0)
     changed = (alert.severity, alert.message, alert.evidence) != (
         severity, outcome.message, outcome.evidence)  # fmt: skip

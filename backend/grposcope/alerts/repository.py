@@ -49,7 +49,7 @@ def latest_resolved(session: Session, run_id: int, kind: str) -> Alert | None:
 
 def alerts_query(
     *, state: str | None, kind: str | None, team: str | None, project: str | None,
-    run_id: int | None,
+    run_id: int | None, severity: str | None = None,
 ) -> Select[tuple[Alert, Run]]:  # fmt: skip
     query = select(Alert, Run).join(Run, Run.id == Alert.run_id)
     query = scoped(query.join(Run.project).join(Project.team), team, project)
@@ -57,6 +57,8 @@ def alerts_query(
         query = query.where(Alert.state == state)
     if kind:
         query = query.where(Alert.kind == kind)
+    if severity:
+        query = query.where(Alert.severity == severity)
     if run_id is not None:
         query = query.where(Alert.run_id == run_id)
     return query

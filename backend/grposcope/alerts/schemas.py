@@ -21,6 +21,24 @@ class AlertKindList(BaseModel):
     items: list[AlertKindOut] = Field(description="Every kind the rules raise, in a fixed order.")
 
 
+class RuleParamOut(BaseModel):
+    name: str
+    default: float
+    lo: float = Field(description="Smallest value PUT /projects/{id}/rules/{kind} accepts.")
+    hi: float = Field(description="Largest value it accepts.")
+    integer: bool = Field(description="Whether the value must be a whole number.")
+    doc: str = Field(description="What the parameter does, in plain words.")
+
+
+class RuleParamsOut(BaseModel):
+    kind: str
+    params: list[RuleParamOut]
+
+
+class RuleParamsList(BaseModel):
+    items: list[RuleParamsOut] = Field(description="Every rule, in the rules' order.")
+
+
 class AlertOut(BaseModel):
     id: int
     run_id: int

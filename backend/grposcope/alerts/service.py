@@ -20,6 +20,7 @@ from grposcope.models import Alert, AlertRule, Project, Run, Team, Webhook, utcn
 from grposcope.runs import service as runs
 
 STATES = ("open", "acknowledged", "resolved")
+SEVERITIES = ("info", "warning", "critical")
 
 
 def alert_out(alert: Alert, run: Run) -> dict[str, Any]:
@@ -36,6 +37,8 @@ def list_alerts(session: Session, *, limit: int = 50, offset: int = 0, **filters
         raise InvalidInput("offset must be >= 0")
     if filters.get("state") and filters["state"] not in STATES:
         raise InvalidInput(f"state must be one of {', '.join(STATES)}")
+    if filters.get("severity") and filters["severity"] not in SEVERITIES:
+        raise InvalidInput(f"severity must be one of {', '.join(SEVERITIES)}")
     if filters.get("kind") and filters["kind"] not in KINDS:
         raise InvalidInput(f"kind must be one of {', '.join(KINDS)}")
     query = repo.alerts_query(**filters)

@@ -9,6 +9,7 @@ from fastapi import Depends, Request
 from sqlalchemy.orm import Session
 
 from grposcope.accounts import service as accounts
+from grposcope.accounts.cache import PrincipalCache
 from grposcope.accounts.tokens import Principal
 from grposcope.config import Settings
 from grposcope.db import session_scope
@@ -45,7 +46,12 @@ def get_principal(request: Request, session: SessionDep) -> Principal:
     known = request.scope.get("state", {}).get(PRINCIPAL_STATE)
     if known is not None:
         return known
-    return accounts.authenticate(session, bearer_token(request))
+    return accounts.authenticate(session, bearer_token(request), principal_cache(request))
+
+
+def principal_cache(request: Request) -> PrincipalCache | None:
+    """The app's token cache (grposcope.accounts.cache); None where an app has none."""
+    return getattr(request.app.state, "principal_cache", None)
 
 
 def get_writer(principal: Annotated[Principal, Depends(get_principal)]) -> Principal:
@@ -58,6 +64,7 @@ def get_admin(principal: Annotated[Principal, Depends(get_principal)]) -> Princi
     return principal
 
 
+PrincipalCacheDep = Annotated[PrincipalCache | None, Depends(principal_cache)]
 PrincipalDep = Annotated[Principal, Depends(get_principal)]
 WriterDep = Annotated[Principal, Depends(get_writer)]
 AdminDep = Annotated[Principal, Depends(get_admin)]

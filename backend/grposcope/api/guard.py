@@ -27,6 +27,7 @@ from sqlalchemy.exc import DBAPIError
 from starlette.requests import HTTPConnection
 
 from grposcope.accounts import service as accounts
+from grposcope.accounts.cache import PrincipalCache
 from grposcope.api.deps import PRINCIPAL_STATE, TOKEN_COOKIE
 from grposcope.db import session_scope
 from grposcope.errors import GrposcopeError, PayloadTooLarge, UnsupportedMediaType
@@ -44,12 +45,13 @@ class BodyGuard:
     """Authenticate, then bound and type-check request bodies of the API while streaming."""
 
     def __init__(self, app: ASGIApp, *, prefix: str, max_body_bytes: Callable[[], int],
-                 session_factory: Callable[[], Any],
+                 session_factory: Callable[[], Any], principal_cache: PrincipalCache | None = None,
                  db_error: Callable[[DBAPIError], tuple[int, dict[str, Any]]]) -> None:  # fmt: skip
         self.app = app
         self.prefix = prefix
         self.max_body_bytes = max_body_bytes
         self.session_factory = session_factory
+        self.principal_cache = principal_cache
         self.db_error = db_error
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -89,7 +91,7 @@ class BodyGuard:
 
     def _authenticate(self, token: str | None) -> Any:
         with session_scope(self.session_factory) as session:
-            return accounts.authenticate(session, token)
+            return accounts.authenticate(session, token, self.principal_cache)
 
     async def _stream_limited(self, scope: Scope, receive: Receive, send: Send) -> None:
         limit = self.max_body_bytes()

@@ -96,13 +96,15 @@ def run_bandit(args: argparse.Namespace) -> int:
     import csv
     import sys
 
-    from grposcope.cli.common import CliError
+    from grposcope.cli.common import CliError, ProgressBar
     from grposcope.dynamics.bandit import run
 
     cfg = _config(args, args.k_ref)
     if args.steps < 1:
         raise CliError(f"--steps must be >= 1, got {args.steps}")
-    traj = run(cfg, args.steps, seed=args.seed, deterministic=args.deterministic)
+    with ProgressBar("bandit run", unit="step") as bar:
+        traj = run(cfg, args.steps, seed=args.seed, deterministic=args.deterministic,
+                   progress=bar)  # fmt: skip
     if args.csv:
         try:
             out = sys.stdout if args.csv == "-" else open(args.csv, "w", newline="")  # noqa: SIM115
@@ -138,7 +140,7 @@ def _p_star_text(cfg) -> str:
 
 
 def sweep_bandit(args: argparse.Namespace) -> int:
-    from grposcope.cli.common import CliError, print_json
+    from grposcope.cli.common import CliError, ProgressBar, print_json
     from grposcope.dynamics.bandit_sweep import sweep
 
     cfg = _config(args, 1)
@@ -147,7 +149,8 @@ def sweep_bandit(args: argparse.Namespace) -> int:
     if not args.perturbation > 0:
         raise CliError(f"--perturbation must be > 0, got {args.perturbation}")
     try:
-        result = sweep(cfg, args.max_k_ref, perturbation=args.perturbation)
+        with ProgressBar("K_ref sweep", unit="step") as bar:
+            result = sweep(cfg, args.max_k_ref, perturbation=args.perturbation, progress=bar)
     except ValueError as exc:
         raise CliError(str(exc)) from None
     if args.json:

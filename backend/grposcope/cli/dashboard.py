@@ -14,7 +14,8 @@ from grposcope.cli.common import CliError
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("dashboard", help="run the web dashboard against a grposcope API")
     p.add_argument("--api-url", required=True,
-                   help="base URL of the grposcope server, e.g. http://api:8000")  # fmt: skip
+                   help="base URL of the grposcope server, e.g. http://api:8000 (a trailing "
+                        "/api/v1 and a missing http:// are accepted)")  # fmt: skip
     p.add_argument("--host", default="127.0.0.1", help="interface to listen on (127.0.0.1)")
     p.add_argument("--port", type=int, default=8050, help="port (8050)")
     p.add_argument("--threads", type=int, default=16, help="worker threads (16)")
@@ -22,8 +23,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if not args.api_url.startswith(("http://", "https://")):
-        raise CliError(f"--api-url must start with http:// or https://, got {args.api_url!r}")
+    from grposcope_trainer.config import server_base  # the one URL normaliser
+
+    try:
+        api_url = server_base(args.api_url)
+    except ValueError as exc:
+        raise CliError(f"--api-url: {exc}") from None
     if not 0 < args.port < 65536:
         raise CliError(f"--port must be between 1 and 65535, got {args.port}")
     import uvicorn
@@ -31,8 +36,8 @@ def run(args: argparse.Namespace) -> int:
 
     from grposcope_dashboard.app import create_dash
 
-    dash_app = create_dash(args.api_url.rstrip("/"))
-    print(f"grposcope dashboard on http://{args.host}:{args.port}/ reading {args.api_url}",
+    dash_app = create_dash(api_url)
+    print(f"grposcope dashboard on http://{args.host}:{args.port}/ reading {api_url}",
           flush=True)  # fmt: skip
     app = WSGIMiddleware(dash_app.server, workers=args.threads)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")

@@ -26,7 +26,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("path", metavar="PATH", help="CSV with a 'step' column, or trainer_state.json")
     p.add_argument("--metric", help="series to fit (default: the reward column, guessed)")
     p.add_argument("--until", type=float, metavar="STEP", help="use only steps <= STEP")
-    p.add_argument("--predict", metavar="FROM:TO", help="predict the mean metric over steps")
+    p.add_argument(
+        "--predict",
+        metavar="FROM:TO",
+        help="predict the mean metric over steps; the observed mean is printed beside it "
+        "when the log has values there (with --until: what then happened)",
+    )
     p.add_argument("--lr", type=float, help="learning rate: enables the constrained fit")
     add_hyper_arguments(p)
     p.add_argument(
@@ -160,6 +165,7 @@ def handle(args: argparse.Namespace) -> int:
     hyper = _hyper(args)
     key, steps, values, series = _load(args.path, args.metric)
     sampling = _sampling(args, key, series, args.until)
+    observed = None if window is None else observed_mean(steps, values, window)
     if args.until is not None:
         keep = steps <= args.until
         steps, values = steps[keep], values[keep]
@@ -174,11 +180,26 @@ def handle(args: argparse.Namespace) -> int:
         else:
             print(f"grposcope: {key}: {result.message}")
         return 1
+    if observed is not None and payload.get("prediction"):
+        # beside the contract's prediction, what the log then shows (a CLI-only check)
+        payload["prediction"].update(observed_mean=observed[0], observed_points=observed[1])
     if args.json:
         print_json(payload)
     else:
         print(format_human(payload))
     return 0
+
+
+def observed_mean(steps: Any, values: Any, window: tuple[float, float]) -> tuple[float, int] | None:
+    """The mean of the logged values in the --predict window (all of the log, --until or not),
+    and how many there are; None when the log has no finite value there. With --until this is
+    the check a user wants beside the prediction: what then happened."""
+    import numpy as np
+
+    lo, hi = window
+    inside = (steps >= lo) & (steps <= hi) & np.isfinite(values)
+    n = int(inside.sum())
+    return (float(values[inside].mean()), n) if n else None
 
 
 def _num(x: Any, fmt: str = ".4g") -> str:
@@ -203,9 +224,15 @@ def format_human(d: dict[str, Any]) -> str:
     ]
     if "prediction" in d:
         p = d["prediction"]
+        observed = ""
+        if p.get("observed_points"):
+            observed = (
+                f"; observed {_num(p['observed_mean'])} "
+                f"(mean of {p['observed_points']} logged values)"
+            )
         lines.append(
             f"prediction, mean over steps {p['from']:g}–{p['to']:g}: {_num(p['mean'])} "
-            f"(80 %: {_num(p['lo'])} to {_num(p['hi'])})"
+            f"(80 %: {_num(p['lo'])} to {_num(p['hi'])}){observed}"
         )
     if d.get("noise"):
         n = d["noise"]

@@ -1,15 +1,24 @@
 """`grposcope import PATH --project P`: load a finished run's log into a server.
 
-Re-importing the same file resumes the same run (its key is the file's content hash) and
-inserts nothing twice, because ingest is idempotent per (run, key, step).
+Formats (docs/log-formats.md): trainer_state.json, CSV, JSON lines, verl console logs and
+TensorBoard event files or directories, detected from the content (`--format` forces one);
+the readers are the plugin's (`grposcope_trainer.logs`), the same `follow` uses.
+
+Nothing is half-imported from a bad file: the whole file is read and checked (steps, metric
+names, the hyperparameters) before the run is created. Re-importing the same file resumes
+the same run (its key is the content hash) and inserts nothing twice, because ingest is
+idempotent per (run, key, step): an import cut off by the network is finished by running it
+again.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import math
 from pathlib import Path
+from typing import Any
 
 from grposcope.cli.common import ApiClient, CliError, add_client_options, print_json
 
@@ -17,11 +26,23 @@ STEPS_PER_BATCH = 500
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("import", help="load a finished run (trainer_state.json or CSV) to a server")
-    p.add_argument("path", help="a trainer_state.json or a CSV with a 'step' column")
+    from grposcope_trainer.logs import FORMATS
+
+    p = sub.add_parser(
+        "import",
+        help="load a finished run (trainer_state.json, CSV, JSON lines, verl log, TensorBoard)",
+    )
+    p.add_argument("path", help="a log file, a checkpoint directory or a TensorBoard log directory")
     p.add_argument("--project", required=True)
     p.add_argument("--run", help="run name (default: the file's name)")
     p.add_argument("--team", help="team (default: the token's team)")
+    p.add_argument("--format", choices=FORMATS, help="skip detection: read PATH as this format")
+    p.add_argument(
+        "--hyperparameters",
+        metavar="JSON",
+        help="a JSON object (or @FILE holding one) of POST /runs hyperparameters; "
+        "overrides what the log says",
+    )
     p.add_argument("--status", default="finished", choices=("finished", "failed", "running"))
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     add_client_options(p)
@@ -29,20 +50,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from grposcope.logfiles import LogFormatError, read_log
-
     path = Path(args.path)
-    try:
-        series = read_log(path)
-    except (LogFormatError, OSError) as exc:
-        raise CliError(str(exc)) from None
-    records = to_records(series)
-    if not records:
-        raise CliError(f"{path} holds no metric values")
+    prepared = prepare(path, args.format, args.hyperparameters)
+    records = prepared["records"]
     client = ApiClient(args.url, args.token, timeout=120)
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()[:24]
     body = {"project": args.project, "name": args.run or _default_name(path),
-            "run_key": f"import-{digest}", "config": {"imported_from": path.name}}  # fmt: skip
+            "run_key": f"import-{_digest(path, prepared['format'])}", "config": prepared["config"],
+            "hyperparameters": prepared["hyperparameters"]}  # fmt: skip
     if args.team:
         body["team"] = args.team
     run_obj = client.post("/runs", json=body)
@@ -54,27 +68,101 @@ def run(args: argparse.Namespace) -> int:
         duplicates += result["duplicates"]
     if args.status != "running":
         client.post(f"/runs/{run_obj['id']}/finish", json={"status": args.status})
-    out = {"id": run_obj["id"], "name": run_obj["name"], "steps": len(records),
-           "inserted": inserted, "duplicates": duplicates}  # fmt: skip
+    out = {"id": run_obj["id"], "name": run_obj["name"], "format": prepared["format"],
+           "steps": len(records), "inserted": inserted, "duplicates": duplicates,
+           "roles": prepared["roles"], "hyperparameters": prepared["hyperparameters"]}  # fmt: skip
     if args.json:
         print_json(out)
     else:
+        roles = ", ".join(f"{r}={k}" for r, k in prepared["roles"].items()) or "none"
         print(f"imported {len(records)} steps ({inserted} new values, {duplicates} already there) "
-              f"into run {out['id']} {out['name']!r}")  # fmt: skip
+              f"from a {prepared['format']} log into run {out['id']} {out['name']!r}; "
+              f"series recognised: {roles}")  # fmt: skip
     return 0
+
+
+def prepare(path: Path, fmt: str | None, hyper_arg: str | None) -> dict[str, Any]:
+    """Everything to send, checked as a whole (CliError on the first problem, before any
+    request): the ingest records, the hyperparameters, the config and the recognised roles."""
+    from grposcope import series_roles
+    from grposcope_trainer.config import key_problem
+    from grposcope_trainer.logs import LogFormatError, read_log
+
+    given = _hyperparameters_arg(hyper_arg)
+    try:
+        data = read_log(path, fmt)
+        by_step = data.steps()
+    except FileNotFoundError:
+        raise CliError(f"no such file: {path}") from None
+    except (LogFormatError, UnicodeError, OSError) as exc:
+        raise CliError(str(exc)) from None
+    if not by_step:
+        raise CliError(f"{path} holds no metric values")
+    bad = sorted({k for k in data.keys() if key_problem(k)})
+    if bad:
+        raise CliError(f"{path}: metric name {bad[0]!r} cannot be stored: {key_problem(bad[0])}")
+    records = [
+        _record(step, metrics, data.wall_times.get(step)) for step, metrics in by_step.items()
+    ]
+    keys = data.keys()
+    hyper = {**data.hyperparameters, **given}
+    lr_key = series_roles.find(keys, "learning_rate")
+    if "learning_rate" not in hyper and lr_key is not None:
+        peak = max((v for m in by_step.values() if math.isfinite(v := m.get(lr_key, math.nan))),
+                   default=0.0)  # fmt: skip
+        if peak > 0:
+            hyper["learning_rate"] = peak  # the configured (peak) rate of the schedule
+    config = {k: v for k, v in data.config.items() if k != "columns"}
+    config["imported_from"] = path.name
+    config["log_format"] = data.fmt
+    return {"records": records, "hyperparameters": hyper, "config": config, "format": data.fmt,
+            "roles": series_roles.resolve(keys)}  # fmt: skip
+
+
+def _hyperparameters_arg(text: str | None) -> dict[str, Any]:
+    if not text:
+        return {}
+    where = "--hyperparameters"
+    if text.startswith("@"):
+        where = text[1:]
+        try:
+            text = Path(where).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise CliError(f"--hyperparameters: cannot read {where}: {exc}") from None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CliError(f"{where} is not valid JSON ({exc.msg})") from None
+    if not isinstance(value, dict):
+        raise CliError(f"{where} must be a JSON object, got a {type(value).__name__}")
+    return value
+
+
+def _record(step: int, metrics: dict[str, float], wall_time: float | None) -> dict[str, Any]:
+    out: dict[str, Any] = {"step": step, "metrics": {k: _wire(v) for k, v in metrics.items()}}
+    if wall_time is not None and math.isfinite(wall_time):
+        out["wall_time"] = wall_time
+    return out
+
+
+def _digest(path: Path, fmt: str) -> str:
+    """The content hash that keys the imported run (all event files of a log directory)."""
+    from grposcope_trainer.logs.tensorboard import event_files
+
+    h = hashlib.sha256()
+    files = [path]
+    if path.is_dir():
+        files = event_files(path) if fmt == "tensorboard" else [path / "trainer_state.json"]
+    for file in files:
+        h.update(file.name.encode())
+        with file.open("rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()[:24]
 
 
 def _default_name(path: Path) -> str:
     return path.parent.name if path.name == "trainer_state.json" else path.stem
-
-
-def to_records(series: dict) -> list[dict]:
-    """{key: (steps, values)} to the ingest shape, one record per step."""
-    by_step: dict[int, dict] = {}
-    for key, (steps, values) in series.items():
-        for step, value in zip(steps, values, strict=True):
-            by_step.setdefault(int(step), {})[key] = _wire(float(value))
-    return [{"step": s, "metrics": m} for s, m in sorted(by_step.items())]
 
 
 def _wire(value: float) -> float | str:

@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "token",
     "runs",
     "importer",
+    "follow",
     "fit",
     "stability",
     "bandit",
@@ -26,6 +27,7 @@ COMMAND_MODULES = (
     "demo",
     "dashboard",
     "migrate",
+    "maintain",
 )
 
 
@@ -50,12 +52,28 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.handler(args) or 0)
+        code = int(args.handler(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handler below
+        return code
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        return _reader_went_away()
     except CliError as exc:
         print(f"grposcope: error: {exc}", file=sys.stderr)
         return exc.exit_code
+
+
+def _reader_went_away() -> int:
+    """`grposcope runs list | head -1`: the reader has what it wanted and closed the pipe.
+    Exit quietly (status 0, no traceback), pointing stdout at /dev/null so the interpreter's
+    own flush at exit does not raise the same error again (Python's documented recipe)."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 0
 
 
 if __name__ == "__main__":

@@ -28,21 +28,48 @@ def register(sub: argparse._SubParsersAction) -> None:
 LIST_KEYS = ("id", "name", "project", "team", "status", "last_step", "open_alerts")
 
 
+def list_item(item: dict) -> dict:
+    """One run of `runs list --json` (docs/api.md): the DESIGN keys, then the latest reward
+    and the latest fit's plateau, regime and exact margin, all as the API's run list has
+    them (nothing is computed here)."""
+    fit = item.get("fit") or {}
+    plateau = None
+    if fit.get("plateau") is not None:
+        plateau = {"value": fit["plateau"], "lo": fit.get("plateau_lo"),
+                   "hi": fit.get("plateau_hi")}  # fmt: skip
+    return {
+        **{k: item[k] for k in LIST_KEYS},
+        "reward": (item.get("latest") or {}).get("value"),
+        "plateau": plateau,
+        "regime": fit.get("regime"),
+        "margin_exact": fit.get("margin_exact"),
+    }
+
+
 def list_runs(args: argparse.Namespace) -> int:
     client = ApiClient(args.url, args.token)
     params = {k: getattr(args, k) for k in ("team", "project", "status") if getattr(args, k)}
     params["limit"] = args.limit
-    items = client.get("/runs", params=params)["items"]
-    runs = [{k: item[k] for k in LIST_KEYS} for item in items]
+    runs = [list_item(item) for item in client.get("/runs", params=params)["items"]]
     if args.json:
         print_json(runs)
         return 0
-    print(f"{'id':>5}  {'team':<12} {'project':<16} {'name':<32} {'status':<9} {'step':>7} alerts")
+    print(f"{'id':>5}  {'team':<12} {'project':<16} {'name':<32} {'status':<9} {'step':>7} "
+          f"{'reward':>8} alerts")  # fmt: skip
     for r in runs:
         print(f"{r['id']:>5}  {r['team'][:12]:<12} {r['project'][:16]:<16} {r['name'][:32]:<32} "
-              f"{r['status']:<9} {r['last_step'] if r['last_step'] is not None else '-':>7} "
+              f"{r['status']:<9} {_or_dash(r['last_step']):>7} {_number(r['reward']):>8} "
               f"{r['open_alerts']}")  # fmt: skip
     return 0
+
+
+def _or_dash(value: object) -> str:
+    return "-" if value is None else str(value)
+
+
+def _number(value: object) -> str:
+    """A reward for the table: 4 significant digits; the API's "NaN"/"Infinity" as they are."""
+    return format(value, ".4g") if isinstance(value, (int, float)) else _or_dash(value)
 
 
 SHOW_KEYS = ("id", "name", "project", "team", "status", "hyperparameters", "n_steps",

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from grposcope import series_roles
+
 Series = tuple[np.ndarray, np.ndarray]
 
 
@@ -67,24 +69,18 @@ class RunData:
         return (np.asarray(steps, dtype=np.int64), np.asarray(values, dtype=np.float64))
 
 
-CLIP_KEYS = (
-    "clip_ratio/region_mean",
-    "clip_ratio",
-    "objective/clip_ratio",
-    "clip_ratio/high_mean",
-    "clipfrac",
-    "actor/pg_clipfrac",
-)
-
-# KL to the reference, as TRL and the other loggers name it (the first present is used).
-KL_KEYS = ("kl", "train/kl", "objective/kl", "actor/kl_loss", "kl_divergence", "kl_div")
-
-# Precursor series as the loggers name them (TRL, the CS336-style loops, verl, Tinker).
-ENTROPY_KEYS = ("entropy", "train/token_entropy", "actor/entropy", "optim/entropy",
-                "policy_entropy")  # fmt: skip
-GRAD_NORM_KEYS = ("grad_norm", "train/grad_norm", "actor/grad_norm")
-LENGTH_KEYS = ("completions/mean_length", "completion_length", "response_length/mean",
-               "rollout/avg_response_token_length")  # fmt: skip
+# The side series the rules read, each the aliases of one role of the key table
+# (grposcope.series_roles, docs/log-formats.md): the first one a run logs is used.
+CLIP_KEYS = series_roles.role_keys("clip_fraction")
+KL_KEYS = series_roles.role_keys("kl")  # to the reference: the no-learning form reads it
+ENTROPY_KEYS = series_roles.role_keys("entropy")
+GRAD_NORM_KEYS = series_roles.role_keys("grad_norm")
+LENGTH_KEYS = series_roles.role_keys("completion_length")
+ZERO_STD_KEYS = series_roles.role_keys("zero_std_share")
+REWARD_STD_KEYS = series_roles.role_keys("reward_std")
+LOSS_KEYS = series_roles.role_keys("loss")
+FAMILIES = (CLIP_KEYS, KL_KEYS, ENTROPY_KEYS, GRAD_NORM_KEYS, LENGTH_KEYS, ZERO_STD_KEYS,
+            REWARD_STD_KEYS, LOSS_KEYS)  # fmt: skip
 
 
 def first_key(data: RunData, keys: tuple[str, ...]) -> str | None:
@@ -98,26 +94,18 @@ def component_keys(data: RunData) -> list[str]:
 
 
 def reward_components(keys: Iterable[str], reward_key: str | None) -> list[str]:
-    """Per-function reward means (`rewards/<fn>/mean` or `rewards/<fn>`): a staged reward
-    rises one component at a time, so each is judged on its own."""
-    out = []
-    for key in sorted(keys):
-        if not key.startswith("rewards/") or key in (reward_key, "rewards/mean"):
-            continue
-        if key.endswith(("/std", "/min", "/max")):
-            continue
-        out.append(key)
-    return out
+    """Per-function reward means: a staged reward rises one component at a time, so each is
+    judged on its own (the patterns are the key table's, `series_roles.reward_components`)."""
+    return series_roles.reward_components(keys, reward_key)
 
 
 def rule_keys(keys: Iterable[str], reward_key: str | None, eval_key: str | None) -> list[str]:
     """The series the rules read, among a run's keys: the reward, its eval and components, and
     the first present of each family of side series (loggers name them differently)."""
     present = set(keys)
-    side = ("frac_reward_zero_std", "reward_std", "loss")
-    wanted = {k for k in (reward_key, eval_key, *side) if k and k in present}
+    wanted = {k for k in (reward_key, eval_key) if k and k in present}
     wanted.update(reward_components(present, reward_key))
-    for family in (CLIP_KEYS, KL_KEYS, ENTROPY_KEYS, GRAD_NORM_KEYS, LENGTH_KEYS):
+    for family in FAMILIES:
         first = next((k for k in family if k in present), None)
         if first:
             wanted.add(first)

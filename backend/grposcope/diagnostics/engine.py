@@ -67,16 +67,21 @@ def _message(kind: str, evidence: Mapping[str, Any]) -> str:
         if "non_finite" in evidence:
             nf = evidence["non_finite"]
             return f"non-finite {', '.join(nf['keys'])} at step {nf['step']}"
+        if "collapse" in evidence:  # what happened outranks what the margin predicted
+            c = evidence["collapse"]
+            return (f"{c['key']} collapsed from {c['reference_level']} to {c['level_now']} "
+                    f"({c['fall_sigmas']} noise σ) in {c['points']} points")  # fmt: skip
+        if "flatline" in evidence:
+            f = evidence["flatline"]
+            return (f"{f['key']} has been exactly {f['value']} for {f['points']} points since step "
+                    f"{f['since_step']} (below every earlier value): every group scores the same, "
+                    "so there is no learning signal left")  # fmt: skip
         if evidence.get("predicted") and "margin_exact" in evidence:
             return f"stability margin {evidence.get('margin_exact')} (exact): instability ahead"
         if evidence.get("predicted"):
             sup = evidence["supplied_curvature"]
             return (f"stability margin {sup['margin_exact']} (exact) at the supplied curvature "
                     f"K = {sup['K']}: instability ahead")  # fmt: skip
-        if "collapse" in evidence:
-            c = evidence["collapse"]
-            return (f"{c['key']} collapsed from {c['reference_level']} to {c['level_now']} "
-                    f"({c['fall_sigmas']} noise σ) in {c['points']} points")  # fmt: skip
         if "precursor" in evidence:
             if evidence["precursor"] == "entropy_explosion":
                 return (f"precursor: entropy rose {evidence['entropy_growth']}× its start "

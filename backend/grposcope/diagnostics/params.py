@@ -73,6 +73,9 @@ RULES: dict[str, dict[str, Param]] = {
         "drop_points": Param(5, 1, 1000, "recent points whose median must have collapsed", True),
         "drop_reference": Param(20, 4, 100_000, "points before them: the reference level", True),
         "drop_sigmas": Param(3.0, 0.5, 100.0, "collapse depth, in per-step noise σ (critical)"),
+        "flatline_chance": Param(
+            1e-4, 1e-12, 0.5, "chance of a repeated floor value's streak that is critical"
+        ),
         "drift_points": Param(30, 8, 1_000_000, "fewest points the drift slope is fit on", True),
         "drift_sigmas": Param(3.0, 0.5, 100.0, "downward slope needed, in standard errors"),
         "drift_noise": Param(1.0, 0.0, 100.0, "loss over the drift window, in noise σ"),

@@ -11,6 +11,13 @@ forms measure a fall against the reward's own recent level and its own step nois
   the robust spread of its values over the 3 reference windows before the fall (a wandering,
   autocorrelated reward moves more than its step-to-step differences say). It opens at once
   (the points already confirm it), so it fires within a few logged points of the fall.
+- **flat line at the floor** (critical): the reward (or a component) has repeated one value,
+  at or below every earlier value and below their median, for so many points in a row that its
+  own history makes the streak implausible as noise: with that value seen in a share f of the
+  earlier points (Laplace-smoothed), f^L ≤ ``flatline_chance``. Every group then scores the
+  same, so the policy gets no gradient: a run that fell to exactly zero stays there (the
+  off-policy sweep's 16-epoch run, whose fall is only ~0.05 against a noisy start, so no
+  noise-σ bar sees it). Exact repeats only: a continuous reward never triggers it.
 - **degradation** (warning): over the last third of the points (at least ``drift_points``), a
   least-squares slope that is negative beyond ``drift_sigmas`` standard errors (widened for
   lag-1 autocorrelation) and has lost at least ``drift_noise`` σ over the window: a slow drift
@@ -49,7 +56,8 @@ def reward_drops(data: RunData, p: Params) -> list[Sub]:
         if got is None:
             continue
         s, v = finite(*got)
-        subs = (_collapse(key, s, v, p) if key == data.reward_key else None, _drift(key, s, v, p))
+        collapse = _collapse(key, s, v, p) if key == data.reward_key else None
+        subs = (collapse, _flatline(key, s, v, p), _drift(key, s, v, p))
         out.extend(sub for sub in subs if sub)
     return out
 
@@ -107,6 +115,35 @@ def _held(hit: np.ndarray, now: np.ndarray, bar: np.ndarray) -> np.ndarray:
             active = -1
         out[i] = active
     return out
+
+
+def _flatline(key: str, s: np.ndarray, v: np.ndarray, p: Params) -> Sub | None:
+    m = int(p["drop_points"])
+    if v.size < m + 3:
+        return None
+    level = np.zeros(v.size, dtype=np.int8)
+    facts: dict[int, dict] = {}
+    start = 0  # first index of the current streak of equal values
+    for i in range(1, v.size):
+        if v[i] != v[i - 1]:
+            start = i
+        streak, history = i - start + 1, v[:start]
+        if streak < 3 or history.size < m or np.ptp(history) == 0:
+            continue
+        value = v[i]
+        if value > history.min() or value >= np.median(history):
+            continue
+        share = (np.count_nonzero(history == value) + 1.0) / (history.size + 2.0)
+        if share**streak <= p["flatline_chance"]:
+            level[i] = 3
+            facts[i] = {"key": key, "value": r(float(value)), "points": streak,
+                        "since_step": int(s[start]), "earlier_median": r(float(np.median(history))),
+                        "chance": float(f"{share**streak:.2g}")}  # fmt: skip
+
+    def evidence(i: int) -> dict:
+        return {"flatline": facts[i]} if i in facts else {}
+
+    return s, level, evidence, False
 
 
 def _drift(key: str, s: np.ndarray, v: np.ndarray, p: Params) -> Sub | None:

@@ -7,7 +7,13 @@ import math
 
 import numpy as np
 
-from grposcope.diagnostics.data import ENTROPY_KEYS, RunData, first_key
+from grposcope.diagnostics.data import (
+    ENTROPY_KEYS,
+    REWARD_STD_KEYS,
+    ZERO_STD_KEYS,
+    RunData,
+    first_key,
+)
 from grposcope.diagnostics.merge import merge
 from grposcope.diagnostics.noise import causal_window_se
 from grposcope.diagnostics.rules_improving import improving_checks
@@ -73,16 +79,16 @@ def reward_hacking(data: RunData, p: Params) -> Trace | str:
 
 
 def _zero_std_share(data: RunData, p: Params) -> tuple[np.ndarray, np.ndarray, str] | str:
-    frac = data.get("frac_reward_zero_std")
-    if frac is not None:
-        s, v = finite(*frac)
-        return s, v, "frac_reward_zero_std"
-    std = data.get("reward_std")
-    if std is not None:
-        s, v = finite(*std)
-        return s, (v <= p["zero_std"]).astype(float), "reward_std == 0 (whole batch)"
-    return ("neither frac_reward_zero_std nor reward_std is logged (TRL logs the first with "
-            "scale_rewards 'group' or 'none')")  # fmt: skip
+    frac_key = first_key(data, ZERO_STD_KEYS)
+    if frac_key is not None:
+        s, v = finite(*data.get(frac_key))  # type: ignore[misc]
+        return s, v, frac_key
+    std_key = first_key(data, REWARD_STD_KEYS)
+    if std_key is not None:
+        s, v = finite(*data.get(std_key))  # type: ignore[misc]
+        return s, (v <= p["zero_std"]).astype(float), f"{std_key} == 0 (whole batch)"
+    return ("neither a zero-std share (frac_reward_zero_std) nor a reward spread (reward_std) "
+            "is logged (TRL logs the first with scale_rewards 'group' or 'none')")  # fmt: skip
 
 
 def advantage_degeneracy(data: RunData, p: Params) -> Trace | str:

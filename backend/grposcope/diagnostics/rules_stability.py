@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from grposcope.diagnostics.data import CLIP_KEYS, GRAD_NORM_KEYS, RunData, first_key
+from grposcope.diagnostics.data import CLIP_KEYS, GRAD_NORM_KEYS, LOSS_KEYS, RunData, first_key
 from grposcope.diagnostics.merge import merge
 from grposcope.diagnostics.rules_drop import reward_drops
 from grposcope.diagnostics.rules_fall import reward_fall
@@ -29,11 +29,12 @@ Params = dict[str, float]
 
 def dynamical_instability(data: RunData, p: Params) -> Trace | str:
     drops = reward_drops(data, p)
+    early = precursors(data, p)
     subs = [
         _non_finite(data),
         _grad_growth(data, p),
         _clip_ratio(data, p),
-        *precursors(data, p),
+        *early,
         *drops,
         reward_fall(data, p),
         _supplied_margin(data, p),
@@ -43,13 +44,16 @@ def dynamical_instability(data: RunData, p: Params) -> Trace | str:
     subs = [s for s in subs if s is not None and s[0].size]
     if not subs:
         return "no reward, loss, grad_norm or fit to judge yet"
-    # a NaN, and a collapse already confirmed over its own points, open without the window
-    instant = tuple(s for s in subs if s[3] or any(s is d for d in drops))
+    # a NaN, a collapse already confirmed over its own points, and a precursor (a trailing
+    # median: most of its points already agree) open without the window
+    confirmed = [*drops, *early]
+    instant = tuple(s for s in subs if s[3] or any(s is d for d in confirmed))
     return merge(subs, instant_subs=instant)
 
 
 def _non_finite(data: RunData) -> Sub | None:
-    keys = [k for k in (data.reward_key, "loss", "grad_norm") if k and k in data.series]
+    side = (first_key(data, LOSS_KEYS), first_key(data, GRAD_NORM_KEYS))
+    keys = [k for k in (data.reward_key, *side) if k and k in data.series]
     hits: dict[int, list[str]] = {}
     for key in keys:
         s, v = data.get(key)  # type: ignore[misc]

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -47,6 +48,8 @@ from grposcope.dynamics.continuum import CORRECTIONS, Correction, Hyper
 Advantage = Literal["mean", "mean_trl", "std", "critic"]
 ADVANTAGES: tuple[str, ...] = ("mean", "mean_trl", "std", "critic")
 STD_EPS = 1e-4  # TRL's epsilon in (r - mean) / (std + eps)
+# Called as progress(done, total) as a simulation advances: how a caller shows a progress bar.
+Progress = Callable[[int, int], None]
 
 
 @dataclass(frozen=True)
@@ -304,11 +307,13 @@ def simulate(
     G: int | None = None,
     rng: np.random.Generator | None = None,
     lr_scale: np.ndarray | None = None,
+    progress: Progress | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Run rows of theta0 (shape (B, arms)) for ``steps`` steps; per-row overrides of cfg allowed.
 
     ``lr_scale`` (shape (steps,)) multiplies the learning rate step by step: a schedule such as
-    a warmup, under which a run can start stable and cross the threshold later.
+    a warmup, under which a run can start stable and cross the threshold later. ``progress``
+    is called as progress(done, steps) after each step (a caller's progress bar; no I/O here).
 
     Returns (p, batch): p[t, b] is pi_theta(t)·r before update t (t = 0..steps), batch[t, b] the
     batch-mean reward of the samples update t used. G None: the infinite-sample expected update.
@@ -339,6 +344,8 @@ def simulate(
         g, batch[t] = force(cfg, theta, theta_b, beta_, counts)
         vel = mu_ * vel + g
         theta = theta + lr_ * scale[t] * vel
+        if progress is not None:
+            progress(t + 1, steps)
     p[steps] = softmax(theta) @ r
     return p, batch
 
@@ -351,6 +358,7 @@ def run(
     deterministic: bool = False,
     theta0: np.ndarray | None = None,
     lr_scale: np.ndarray | None = None,
+    progress: Progress | None = None,
 ) -> Trajectory:
     """One run from the reference policy (or theta0): finite G with a seeded generator, or the
     infinite-sample deterministic limit."""
@@ -365,6 +373,7 @@ def run(
         G=None if deterministic else cfg.G,
         rng=rng,
         lr_scale=lr_scale,
+        progress=progress,
     )
     return Trajectory(steps=np.arange(1, steps + 1), expected_reward=p[:-1, 0], reward=batch[:, 0])
 

@@ -27,6 +27,7 @@ import numpy as np
 
 from grposcope.dynamics.bandit import (
     BanditConfig,
+    Progress,
     Stiffness,
     fixed_point,
     force_noise_variance,
@@ -59,6 +60,7 @@ def perturbation_response(
     perturbation: float = 1e-5,
     min_window: int = 64,
     windows: int = 6,
+    progress: Progress | None = None,
 ) -> PerturbationResponse:
     """Start at theta* + perturbation·u (u: unit reward direction) at rest; run deterministically.
 
@@ -75,7 +77,7 @@ def perturbation_response(
     width = k_refs * np.ceil(min_window / k_refs).astype(int)
     steps = int(windows * width.max())
     theta0 = np.broadcast_to(fp.theta + perturbation * u, (len(k_refs), len(u)))
-    p, _ = simulate(cfg, theta0, steps, k_ref=k_refs)
+    p, _ = simulate(cfg, theta0, steps, k_ref=k_refs, progress=progress)
     err = p - fp.p_star
     e0 = err[0]
     growth = np.empty(len(k_refs))
@@ -188,6 +190,7 @@ def sweep(
     *,
     perturbation: float = 1e-5,
     response: PerturbationResponse | None = None,
+    progress: Progress | None = None,
 ) -> SweepResult:
     """Sweep K_ref = 1..max_k_ref (cfg.k_ref is ignored) and compare with the predictors.
 
@@ -207,7 +210,9 @@ def sweep(
     share = stiff.stale_share(cfg.correction)
     h = cfg.hyper(stale_fraction=share)
     k_refs = np.arange(1, int(max_k_ref) + 1)
-    resp = response or perturbation_response(cfg, k_refs, perturbation=perturbation)
+    resp = response or perturbation_response(
+        cfg, k_refs, perturbation=perturbation, progress=progress
+    )
     eta, mu = heavy_ball(h)
     a, a_s = eta * stiff.K, eta * stiff.K * share
     osc = _first(resp.k_refs, resp.oscillatory)

@@ -61,22 +61,28 @@ DEFAULT_PRIORS = Priors(
 # KAPPA · (series sd) · (distance past the last step, in units of the steps seen).
 # Learned with the mix below by `python bench/backtest.py --learn ../shared/data/real_logs`
 # (80 % coverage of the backtest's forecasts, pooled over families; docs/dynamics-fit.md).
-KAPPA = 0.75
+KAPPA = 1.0
 # The forecast is a combination of the curves grposcope knows, anchored on persistence (the mean
 # of the last 10 % of points): mean = recent level + Σ wᵢ · (candidateᵢ − recent level), where the
 # candidates are the long level (mean of the last 30 % of points: a persistence with less noise
-# and more lag), and the anchored changes the oscillator and the single exponential predict from
-# the recent window to the target. One set of weights while the fit says the run is still rising
-# (its plateau start lies ahead), one once it has settled: while rising the curves know where it
-# is heading; once settled, averaging more of the recent past wins. The weights were learned by
-# leave-one-family-out backtesting on the 55 runs of ../shared/data/real_logs (main, extra/ and
-# wide/); the held-out families chose these or their grid neighbours, and these are the pooled
-# choice; `python bench/backtest.py --learn …` prints both and the held-out scores
-# (docs/dynamics-fit.md).
+# and more lag), the anchored changes the oscillator and the single exponential predict from
+# the recent window to the target, and the two curves' own values over the target (a fitted
+# curve is also a smoother of the level: early in a run the recent window is a few noisy
+# points, and these took the share the anchored changes had). One set of weights while the fit
+# says the run is still rising (its plateau start lies ahead), one once it has settled: while
+# rising the curves know where it is heading; once settled, averaging more of the past wins.
+# The weights were learned by leave-one-family-out backtesting on the 55 runs of
+# ../shared/data/real_logs (main, extra/ and wide/); the held-out families chose these or their
+# grid neighbours, and these are the pooled choice; `python bench/backtest.py --learn …` prints
+# both and the held-out scores (docs/dynamics-fit.md).
 MIX_WEIGHTS: dict[str, dict[str, float]] = {
-    "rising": {"long_level": 0.375, "oscillator": 0.375, "exponential": 0.25},
-    "settled": {"long_level": 0.75, "oscillator": 0.0, "exponential": 0.25},
-}
+    "rising": {"long_level": 0.125, "oscillator": 0.0, "exponential": 0.0,
+               "oscillator_curve": 0.375, "exponential_curve": 0.25},
+    "settled": {"long_level": 0.375, "oscillator": 0.0, "exponential": 0.0,
+                "oscillator_curve": 0.125, "exponential_curve": 0.375},
+}  # fmt: skip
+# The candidates that need a converged fit (the others are levels of the data itself).
+CURVE_CANDIDATES = ("oscillator", "exponential", "oscillator_curve", "exponential_curve")
 LONG_FRACTION = 0.3
 # z of the central 80 % interval of a normal distribution.
 Z80 = 1.2815515655446004

@@ -6,11 +6,12 @@ of the last 10 % of points, the "recent level"):
     mean = recent level + Σ wᵢ · (candidateᵢ − recent level)
 
 with the candidates of `fit_priors.MIX_WEIGHTS` (one set while the run still rises, one once it
-has settled): the long level (mean of the last 30 % of points), and the changes the fitted
-oscillator and single exponential predict from the recent window to the target window. The
+has settled): the long level (mean of the last 30 % of points), the changes the fitted
+oscillator and single exponential predict from the recent window to the target window, and
+those two curves' own values over the target (a fitted curve smooths the level). The
 weights were learned by leave-one-family-out backtesting on real runs (`bench/backtest.py`,
 docs/dynamics-fit.md): persistence alone was hard to beat on runs nobody tuned on, and a bare
-fitted curve extrapolates its errors, so each curve only contributes its shrunk *change*.
+fitted curve extrapolates its errors, so each curve only contributes a shrunk share.
 
 Its variance adds (a) the noise of the recent level and of the target window's mean, widened for
 autocorrelation, (b) the weighted parameter uncertainty of the oscillator's change (Laplace
@@ -27,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from grposcope.dynamics import fit_core as core
-from grposcope.dynamics.fit_priors import KAPPA, MIX_WEIGHTS, Z80
+from grposcope.dynamics.fit_priors import CURVE_CANDIDATES, KAPPA, MIX_WEIGHTS, Z80
 from grposcope.dynamics.fit_result import Band, FitResult, Prediction
 from grposcope.dynamics.model import single_exponential
 from grposcope.dynamics.smoothing import variance_inflation
@@ -93,7 +94,8 @@ def _weights(result: FitResult) -> dict[str, float]:
     ok = result.success and result.single_exponential is not None
     weights = dict(MIX_WEIGHTS[stage(result)])
     if not ok:
-        weights["oscillator"] = weights["exponential"] = 0.0
+        for name in CURVE_CANDIDATES:
+            weights[name] = 0.0
     if not math.isfinite(result.long_level):
         weights["long_level"] = 0.0
     return weights
@@ -106,23 +108,36 @@ def _exponential(result: FitResult, steps: np.ndarray) -> np.ndarray:
 
 
 def _mix(result: FitResult, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(mix mean, weighted parameter variance, oscillator curve) at each of `steps`."""
+    """(mix mean, weighted parameter variance, oscillator curve) at each of `steps`.
+
+    Each curve enters twice: its *change* from the recent window added to the recent level
+    (``oscillator``, ``exponential``), and its own value (``oscillator_curve``,
+    ``exponential_curve``): a fitted curve is also a smoother of the level, which is worth more
+    than a recent window of a few noisy points early in a run.
+    """
     recent = _recent_steps(result)
     nr = recent.size
     w = _weights(result)
+    level = result.recent_level
     curve, cov = _curve_and_variance(result, np.concatenate([recent, steps]))
     d_osc = curve[nr:] - np.mean(curve[:nr])
+    w_osc, w_curve = w.get("oscillator", 0.0), w.get("oscillator_curve", 0.0)
     if np.all(np.isfinite(cov)):
         var_osc = np.diag(cov)[nr:] - 2.0 * np.mean(cov[:nr, nr:], axis=0) + np.mean(cov[:nr, :nr])
+        var_curve = np.diag(cov)[nr:]
     else:
-        var_osc = np.full(steps.size, 0.0 if w["oscillator"] == 0 else np.inf)
-    mean = result.recent_level + w["oscillator"] * d_osc
-    if w["exponential"]:
+        var_osc = np.full(steps.size, 0.0 if w_osc == 0 else np.inf)
+        var_curve = np.full(steps.size, 0.0 if w_curve == 0 else np.inf)
+    mean = level + w_osc * d_osc + w_curve * (curve[nr:] - level)
+    w_exp, w_exp_curve = w.get("exponential", 0.0), w.get("exponential_curve", 0.0)
+    if w_exp or w_exp_curve:
         exp_curve = _exponential(result, np.concatenate([recent, steps]))
-        mean = mean + w["exponential"] * (exp_curve[nr:] - np.mean(exp_curve[:nr]))
-    if w["long_level"]:
-        mean = mean + w["long_level"] * (result.long_level - result.recent_level)
-    return mean, w["oscillator"] ** 2 * np.maximum(var_osc, 0.0), curve[nr:]
+        mean = mean + w_exp * (exp_curve[nr:] - np.mean(exp_curve[:nr]))
+        mean = mean + w_exp_curve * (exp_curve[nr:] - level)
+    if w.get("long_level", 0.0):
+        mean = mean + w["long_level"] * (result.long_level - level)
+    var = w_osc**2 * np.maximum(var_osc, 0.0) + w_curve**2 * np.maximum(var_curve, 0.0)
+    return mean, var, curve[nr:]
 
 
 def _recent_variance(result: FitResult) -> float:

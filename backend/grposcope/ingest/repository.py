@@ -1,4 +1,4 @@
-"""Bulk writes of points, one statement per batch whatever its size.
+"""Bulk writes of a batch: points, latest values and the run, one statement on Postgres.
 
 Postgres gets the columns as arrays and inserts ``unnest(...)`` with ``ON CONFLICT DO NOTHING``:
 one round trip and no temporary table. The arrays travel as text literals built with
@@ -9,14 +9,18 @@ replayed value is ignored and the count of new rows comes back."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
 
-from sqlalchemy import select, text
+from cachetools import LRUCache
+from sqlalchemy import bindparam, select, text
 from sqlalchemy.orm import Session
 
-from grposcope.db import dialect_insert
-from grposcope.models import MetricKey
+from grposcope.db import UTCDateTime, dialect_insert
+from grposcope.models import MetricKey, RunMetric
 
 _COLUMNS = "run_id, key_id, step, value, flag, wall_time"
 
@@ -35,16 +39,48 @@ class PointColumns:
         return len(self.steps)
 
 
+# Metric key ids never change once a name has one (keys are never deleted or renamed), so a
+# process keeps them: after its first batch a run's keys cost no query. The cache rides on
+# the session factory's ``info`` (as the series cache does), one per process and database.
+KEY_CACHE_SESSION_KEY = "metric_key_ids"
+MAX_CACHED_KEYS = 100_000
+
+
+class KeyIdCache:
+    """Thread-safe LRU of metric name → id."""
+
+    def __init__(self, maxsize: int = MAX_CACHED_KEYS) -> None:
+        self._ids: LRUCache[str, int] = LRUCache(maxsize=maxsize)
+        self._lock = threading.Lock()
+
+    def get_many(self, names: Iterable[str]) -> dict[str, int]:
+        with self._lock:
+            return {n: i for n in names if (i := self._ids.get(n)) is not None}
+
+    def put_many(self, ids: dict[str, int]) -> None:
+        with self._lock:
+            self._ids.update(ids)
+
+
 def key_ids(session: Session, names: Iterable[str]) -> dict[str, int]:
     """Ids of the metric keys, creating the missing ones (safe under concurrent ingest)."""
     wanted = set(names)
-    found = _select_keys(session, wanted)
-    missing = wanted - found.keys()
+    cache: KeyIdCache | None = session.info.get(KEY_CACHE_SESSION_KEY)
+    found = cache.get_many(wanted) if cache is not None else {}
+    if len(found) == len(wanted):
+        return found
+    unknown = wanted - found.keys()
+    fetched = _select_keys(session, unknown)
+    missing = unknown - fetched.keys()
     if missing:
         insert = dialect_insert(session)(MetricKey).on_conflict_do_nothing()
         session.execute(insert, [{"name": name} for name in sorted(missing)])
-        found.update(_select_keys(session, missing))
-    return found
+        fetched.update(_select_keys(session, missing))
+    if cache is not None:
+        # Ids inserted here are not committed yet; if this transaction rolls back, another
+        # writer inserts the name again under a new id. Cache only ids that existed before.
+        cache.put_many({n: i for n, i in fetched.items() if n not in missing})
+    return found | fetched
 
 
 def _select_keys(session: Session, names: set[str]) -> dict[str, int]:
@@ -52,7 +88,7 @@ def _select_keys(session: Session, names: set[str]) -> dict[str, int]:
     return dict(rows.tuples().all())
 
 
-def _is_postgres(session: Session) -> bool:
+def is_postgres(session: Session) -> bool:
     return session.get_bind().dialect.name == "postgresql"
 
 
@@ -64,28 +100,120 @@ def _is_postgres(session: Session) -> bool:
 ADVISORY_LOCK_NAMESPACE = 0x6772  # "gr"
 
 
-def lock_run(session: Session, run_id: int) -> None:
-    """Hold the run's ingest lock until this transaction ends (Postgres; no-op on SQLite)."""
-    if _is_postgres(session):
-        session.execute(
-            text("SELECT pg_advisory_xact_lock(:ns, :run)"),
-            {"ns": ADVISORY_LOCK_NAMESPACE, "run": run_id},
-        )
+@dataclass(frozen=True)
+class RunWrite:
+    """What the batch's statements report back."""
+
+    inserted: int
+    last_step: int | None
+    open_alert_ids: list[int]
 
 
-def insert_points(session: Session, run_id: int, cols: PointColumns) -> int:
-    """Insert the points, ignoring (run, key, step) already stored; returns how many were new."""
-    if _is_postgres(session):
-        result = session.execute(
-            text(
-                f"INSERT INTO points ({_COLUMNS}) SELECT :run, * FROM unnest("
-                "CAST(:k AS integer[]), CAST(:s AS bigint[]), CAST(:v AS double precision[]), "
-                "CAST(:f AS smallint[]), CAST(:t AS double precision[])) ON CONFLICT DO NOTHING"
-            ),
-            {"run": run_id, "k": _ints(cols.key_ids), "s": _ints(cols.steps),
-             "v": _floats(cols.values), "f": _ints(cols.flags), "t": _floats(cols.wall_times)},
-        )  # fmt: skip
-        return max(result.rowcount, 0)
+@dataclass(frozen=True)
+class Claim:
+    """The run about to take a batch: its team, and on SQLite the run's update already done."""
+
+    team_id: int
+    touched: tuple[int | None, list[int]] | None = None  # (last_step, open alert ids)
+
+
+# The run's update: last_step only ever rises (safe with concurrent batches), the run is
+# marked dirty for the fit worker, a stalled run is running again. RETURNING gives the new
+# last_step, the ids of the run's open alerts (a subquery on ix_alerts_run_kind_state) and
+# the run's team, so none of them needs a statement of its own.
+_TOUCH_RUN = (
+    "UPDATE runs SET "
+    "last_step = CASE WHEN last_step IS NULL OR last_step < :max_step THEN :max_step "
+    "ELSE last_step END, "
+    "last_seen_at = :now, updated_at = :now, dirty = TRUE, "
+    "dirty_since = CASE WHEN dirty_since IS NULL THEN :now ELSE dirty_since END, "
+    "status = CASE WHEN status = 'stalled' THEN 'running' ELSE status END "
+    "WHERE id = :run RETURNING last_step, ({alerts}) AS alert_ids, "
+    "(SELECT p.team_id FROM projects p WHERE p.id = runs.project_id) AS team_id"
+)
+_OPEN_ALERT_IDS = {
+    "postgresql": "SELECT array_agg(a.id ORDER BY a.id) FROM alerts a "
+    "WHERE a.run_id = :run AND a.state IN ('open', 'acknowledged')",
+    "sqlite": "SELECT group_concat(a.id) FROM (SELECT id FROM alerts "
+    "WHERE run_id = :run AND state IN ('open', 'acknowledged') ORDER BY id) a",
+}
+
+
+def claim_run(session: Session, run_id: int, max_step: int, now: datetime) -> Claim | None:
+    """The run's team, or None if there is no such run; one statement either way.
+
+    Postgres: also takes the run's ingest lock, held until the transaction ends (the run's
+    update then goes with the points, in write_batch's one statement). SQLite, one writer at
+    a time, needs no lock: the run's update happens here and reports the team (a caller that
+    may not write into the run raises, and the transaction rolls back).
+    """
+    if is_postgres(session):
+        sql = ("SELECT p.team_id, pg_advisory_xact_lock(:ns, r.id) FROM runs r "
+               "JOIN projects p ON p.id = r.project_id WHERE r.id = :run")  # fmt: skip
+        row = session.execute(text(sql), {"ns": ADVISORY_LOCK_NAMESPACE, "run": run_id}).first()
+        return None if row is None else Claim(row[0])
+    sql = _TOUCH_RUN.format(alerts=_OPEN_ALERT_IDS["sqlite"])
+    params = {"run": run_id, "max_step": max_step, "now": now}
+    row = session.execute(_with_now(sql), params).first()
+    if row is None:
+        return None
+    ids = [int(i) for i in row[1].split(",")] if row[1] else []
+    return Claim(row[2], (row[0], ids))
+
+
+# Postgres: points, latest values and the run's update in one statement. Data-modifying CTEs
+# all run to completion whether or not the outer query reads them, on one snapshot: the
+# points and run_metrics inserts do not read each other, so first-write-wins holds as when
+# they were separate statements (run_metrics only moves to a higher step).
+_WRITE_BATCH_PG = (
+    "WITH new_points AS ("
+    f"INSERT INTO points ({_COLUMNS}) SELECT :run, * FROM unnest("
+    "CAST(:k AS integer[]), CAST(:s AS bigint[]), CAST(:v AS double precision[]), "
+    "CAST(:f AS smallint[]), CAST(:t AS double precision[])) ON CONFLICT DO NOTHING RETURNING 1"
+    "), latest AS ("
+    "INSERT INTO run_metrics (run_id, key_id, last_step, last_value, last_flag) "
+    "SELECT :run, * FROM unnest(CAST(:lk AS integer[]), CAST(:ls AS bigint[]), "
+    "CAST(:lv AS double precision[]), CAST(:lf AS smallint[])) "
+    "ON CONFLICT (run_id, key_id) DO UPDATE SET last_step = excluded.last_step, "
+    "last_value = excluded.last_value, last_flag = excluded.last_flag "
+    "WHERE excluded.last_step > run_metrics.last_step"
+    "), touched AS (" + _TOUCH_RUN.format(alerts=_OPEN_ALERT_IDS["postgresql"]) + ") "
+    "SELECT (SELECT count(*) FROM new_points), touched.last_step, touched.alert_ids FROM touched"
+)
+
+
+def write_batch(
+    session: Session, run_id: int, claim: Claim, cols: PointColumns,
+    latest: dict[int, tuple[int, float | None, int]], now: datetime,
+) -> RunWrite:  # fmt: skip
+    """Store the points, move the latest values forward and (Postgres) touch the run.
+
+    Postgres: one statement (a CTE). SQLite has no data-modifying CTEs: two statements
+    (points, latest values; the run was touched by claim_run), run in-process, no round trip.
+    """
+    if is_postgres(session):
+        keys = sorted(latest)
+        params = {
+            "run": run_id, "k": _ints(cols.key_ids), "s": _ints(cols.steps),
+            "v": _floats(cols.values), "f": _ints(cols.flags), "t": _floats(cols.wall_times),
+            "lk": _ints(keys), "ls": _ints([latest[k][0] for k in keys]),
+            "lv": _floats([latest[k][1] for k in keys]), "lf": _ints([latest[k][2] for k in keys]),
+            "max_step": max(cols.steps), "now": now,
+        }  # fmt: skip
+        row = session.execute(_with_now(_WRITE_BATCH_PG), params).one()
+        return RunWrite(int(row[0]), row[1], list(row[2] or []))
+    assert claim.touched is not None, "claim_run touches the run on SQLite"
+    inserted = _insert_points_sqlite(session, run_id, cols)
+    _upsert_latest_sqlite(session, run_id, latest)
+    return RunWrite(inserted, *claim.touched)
+
+
+def _with_now(sql: str) -> Any:
+    """The statement with ``:now`` bound as a UTC datetime the way the ORM stores it."""
+    return text(sql).bindparams(bindparam("now", type_=UTCDateTime()))
+
+
+def _insert_points_sqlite(session: Session, run_id: int, cols: PointColumns) -> int:
     rows = [{"r": run_id, "k": k, "s": s, "v": v, "f": f, "t": t}
             for k, s, v, f, t in zip(cols.key_ids, cols.steps, cols.values, cols.flags,
                                      cols.wall_times, strict=True)]  # fmt: skip
@@ -108,32 +236,15 @@ def _floats(values: list[float | None]) -> str:
     return "{" + ",".join("NULL" if v is None else repr(v) for v in values) + "}"
 
 
-def upsert_latest(session: Session, run_id: int, latest: dict[int, tuple[int, float | None, int]]):
+def _upsert_latest_sqlite(
+    session: Session, run_id: int, latest: dict[int, tuple[int, float | None, int]]
+) -> None:
     """Keep run_metrics at each key's highest step (out-of-order batches never move it back).
 
     Only a *higher* step moves it: a duplicate (run, key, step) is ignored in the series
     (``ON CONFLICT DO NOTHING``), so it must not overwrite the latest value either (first
     write wins everywhere). Keys go in sorted order, the same in every transaction.
-    Postgres: one ``unnest`` statement for all keys (it was one statement per key).
     """
-    if _is_postgres(session):
-        keys = sorted(latest)
-        session.execute(
-            text(
-                "INSERT INTO run_metrics (run_id, key_id, last_step, last_value, last_flag) "
-                "SELECT :run, * FROM unnest(CAST(:k AS integer[]), CAST(:s AS bigint[]), "
-                "CAST(:v AS double precision[]), CAST(:f AS smallint[])) "
-                "ON CONFLICT (run_id, key_id) DO UPDATE SET last_step = excluded.last_step, "
-                "last_value = excluded.last_value, last_flag = excluded.last_flag "
-                "WHERE excluded.last_step > run_metrics.last_step"
-            ),
-            {"run": run_id, "k": _ints(keys), "s": _ints([latest[k][0] for k in keys]),
-             "v": _floats([latest[k][1] for k in keys]),
-             "f": _ints([latest[k][2] for k in keys])},
-        )  # fmt: skip
-        return
-    from grposcope.models import RunMetric
-
     insert = dialect_insert(session)(RunMetric)
     stmt = insert.on_conflict_do_update(
         index_elements=["run_id", "key_id"],

@@ -12,9 +12,10 @@ from math import isfinite
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import case, select, update
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from grposcope.accounts import service as accounts
 from grposcope.accounts.tokens import Principal
 from grposcope.api.types import has_nul
 from grposcope.config import Settings
@@ -22,9 +23,8 @@ from grposcope.errors import BadRequest, InvalidInput, PayloadTooLarge
 from grposcope.ingest import repository as repo
 from grposcope.ingest.schemas import IngestBatch
 from grposcope.metrics.values import encode
-from grposcope.models import FLAG_FINITE, Alert, Run, utcnow
+from grposcope.models import FLAG_FINITE, Alert, utcnow
 from grposcope.runs import service as runs
-from grposcope.runs.repository import OPEN_STATES
 
 
 def parse_batch(body: bytes, content_encoding: str | None, settings: Settings) -> IngestBatch:
@@ -79,23 +79,39 @@ def validation_errors(exc: ValidationError) -> list[dict[str, Any]]:
 
 def ingest(session: Session, principal: Principal, run_id: int, batch: IngestBatch) -> dict:
     """Store the batch. Duplicates of (run, key, step): the first write wins, in the series
-    and in the latest value alike (docs/api.md, "Duplicates")."""
-    run = runs.get_run_for_write(session, principal, run_id)
+    and in the latest value alike (docs/api.md, "Duplicates").
+
+    The hot path (a known token, known keys, a run without open alerts) is two statements on
+    Postgres (the run's team with its ingest lock, then the batch in one CTE) and three on
+    SQLite (the run, the points, the latest values); docs/benchmarks.md, "Single-step ingest".
+    """
+    accounts.require_writer(principal)
     names = {name for s in batch.steps for name in s.metrics}
     check_names(names)
-    repo.lock_run(session, run.id)
+    now = utcnow()
+    claim = repo.claim_run(session, run_id, max(s.step for s in batch.steps), now)
+    if claim is None or (claim.team_id != principal.team_id and not principal.is_admin):
+        runs.get_run_for_write(session, principal, run_id)  # raises with the right message
+        raise AssertionError("unreachable: the run exists and the principal may write")
     ids = repo.key_ids(session, names)
     cols, latest = _columns(batch, ids, time.time())
-    inserted = repo.insert_points(session, run.id, cols)
-    repo.upsert_latest(session, run.id, latest)
-    last_step = _touch_run(session, run.id, max(cols.steps))
+    written = repo.write_batch(session, run_id, claim, cols, latest, now)
     return {
-        "run_id": run.id,
-        "inserted": inserted,
-        "duplicates": len(cols) - inserted,
-        "last_step": last_step,
-        "open_alerts": open_alerts(session, run.id),
+        "run_id": run_id,
+        "inserted": written.inserted,
+        "duplicates": len(cols) - written.inserted,
+        "last_step": written.last_step,
+        "open_alerts": _alerts_out(session, written.open_alert_ids),
     }
+
+
+def _alerts_out(session: Session, alert_ids: list[int]) -> list[dict[str, Any]]:
+    """The run's open alerts, for the trainer: their ids came back with the batch's write,
+    so a run without any costs nothing more."""
+    if not alert_ids:
+        return []
+    return [runs.alert_out(a) for a in session.scalars(
+        select(Alert).where(Alert.id.in_(alert_ids)).order_by(Alert.id))]  # fmt: skip
 
 
 def check_names(names: set[str]) -> None:
@@ -138,32 +154,3 @@ def _columns(
             if previous is None or previous[0] < step:  # first write of a step wins
                 latest[key] = (step, value, flag)
     return cols, latest
-
-
-def _touch_run(session: Session, run_id: int, max_step: int) -> int | None:
-    """Advance last_step monotonically in SQL (safe with concurrent batches), mark the run
-    dirty, and return the new last_step (RETURNING saves reloading the run)."""
-    now = utcnow()
-    return session.execute(
-        update(Run)
-        .where(Run.id == run_id)
-        .values(
-            last_step=case(
-                (Run.last_step.is_(None), max_step),
-                (Run.last_step < max_step, max_step),
-                else_=Run.last_step,
-            ),
-            last_seen_at=now,
-            updated_at=now,
-            dirty=True,
-            dirty_since=case((Run.dirty_since.is_(None), now), else_=Run.dirty_since),
-            status=case((Run.status == "stalled", "running"), else_=Run.status),
-        )
-        .returning(Run.last_step)
-        .execution_options(synchronize_session=False)
-    ).scalar_one()
-
-
-def open_alerts(session: Session, run_id: int) -> list[dict[str, Any]]:
-    query = select(Alert).where(Alert.run_id == run_id, Alert.state.in_(OPEN_STATES))
-    return [runs.alert_out(a) for a in session.scalars(query.order_by(Alert.id))]

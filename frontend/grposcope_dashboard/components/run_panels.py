@@ -4,21 +4,22 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import dash_bootstrap_components as dbc
 from dash import html
 
 from grposcope_dashboard.analysis import flatten
+from grposcope_dashboard.components import evidence, story
 from grposcope_dashboard.components.common import stat, tip
+from grposcope_dashboard.figures import clip
 from grposcope_dashboard.formatting import (
     DASH,
     interval,
     margin_level,
     num,
     params,
-    regime,
     severity_color,
     signed,
     status_color,
@@ -54,40 +55,63 @@ def header(run: Mapping[str, Any]) -> html.Div:
     )
 
 
-def summary(fit: Mapping[str, Any] | None, latest: Any) -> list[dbc.Col]:
-    """The row of headline numbers: now, where it is heading, when, and how stable."""
+def summary(
+    fit: Mapping[str, Any] | None,
+    latest: Any,
+    alerts: Sequence[Mapping[str, Any]] = (),
+    bounds: tuple[float, float] | None = None,
+) -> list[dbc.Col]:
+    """The row of headline numbers: now, where it is heading, when, and how stable; a run
+    with a critical instability alert open reads "unstable", not the earlier curve's regime."""
     fit = fit or {}
-    plateau = fit.get("plateau") or {}
+    unstable = story.unstable_episode(alerts)
+    # the margin the open critical alert was raised on, where it has one: the latest fit of
+    # a blown-up run can read "far from the edge" on the curve before the blow-up
+    alert_margin = story.alert_margin(unstable)
     cons = fit.get("constrained") or {}
+    margin = alert_margin if alert_margin is not None else cons.get("margin_exact")
+    plateau = fit.get("plateau") or {}
     compute = fit.get("compute") or {}
     wasted = compute.get("wasted_steps", compute.get("wasted_so_far"))
     cards = [
         stat("Reward now", num(latest)),
         stat(
             tip("Plateau [80 %]", "plateau"),
-            interval(plateau.get("value"), plateau.get("lo"), plateau.get("hi")),
+            interval(*clip([plateau.get(k) for k in ("value", "lo", "hi")], bounds)),
         ),
         stat(
             tip("Steps to plateau", "steps_to_plateau"),
             step(fit.get("steps_to_plateau")),
             sub=f"{step(wasted)} steps past it" if wasted else None,
         ),
-        stat(tip("Regime", "regime"), (fit.get("regime") or DASH).replace("_", " ")),
+        stat(
+            tip("Regime", "regime"),
+            "unstable" if unstable else (fit.get("regime") or DASH).replace("_", " "),
+            color="danger" if unstable else None,
+        ),
         stat(tip("Damping ζ", "zeta"), num((fit.get("oscillator") or {}).get("zeta"))),
         stat(
             tip("Margin (exact)", "margin_exact"),
-            signed(cons.get("margin_exact")),
-            color=margin_level(cons.get("margin_exact")),
+            signed(margin) if alert_margin is not None or not unstable else "past the edge",
+            color=margin_level(margin) if not unstable else "danger",
+            sub=f"unstable since step {step(unstable.get('opened_step'))}" if unstable else None,
         ),
         stat("R² (smoothed)", num((fit.get("oscillator") or {}).get("r2_smoothed"), 2)),
     ]
     return [dbc.Col(c, xs=6, md=3, lg=True) for c in cards]
 
 
-def stability(fit: Mapping[str, Any] | None, supplied: Mapping[str, Any] | None = None) -> html.Div:
-    """Margins, ζ and regime, each with one sentence a person can act on; first, the margins
-    at a curvature the run brought with it (known before any fit)."""
-    head = [supplied_line(supplied)] if supplied else []
+def stability(
+    fit: Mapping[str, Any] | None,
+    supplied: Mapping[str, Any] | None = None,
+    alerts: Sequence[Mapping[str, Any]] = (),
+) -> html.Div:
+    """Margins, ζ and regime, each with one sentence a person can act on; first, a run that
+    became unstable (its critical alert still open) says so, then the margins at a curvature
+    the run brought with it (known before any fit)."""
+    unstable = story.unstable_episode(alerts)
+    head = [story.unstable_banner(unstable)] if unstable else []
+    head += [supplied_line(supplied)] if supplied else []
     if not fit:
         return html.Div(
             head
@@ -115,9 +139,13 @@ def stability(fit: Mapping[str, Any] | None, supplied: Mapping[str, Any] | None 
                 *lr_note(cons),
             ]
         ),
-        html.Div(margin_sentence(cons.get("margin_exact", cons.get("margin_continuum")))),
+        html.Div(
+            story.fitted_margin_caveat(unstable)
+            if unstable
+            else margin_sentence(cons.get("margin_exact", cons.get("margin_continuum")))
+        ),
         html.Div(_zeta_line(zeta, cons.get("zeta_exact"))),
-        html.Div([tip("Regime", "regime"), ": ", regime(fit.get("regime"))]),
+        html.Div(story.regime_line(fit), id="run-regime"),
     ]
     if fit.get("noise"):
         lines.append(noise_line(fit["noise"]))
@@ -129,14 +157,9 @@ def stability(fit: Mapping[str, Any] | None, supplied: Mapping[str, Any] | None 
                 className="text-muted",
             )
         )
-    if cons.get("lag_applies") is False:
-        lines.append(
-            html.Div(
-                "This run corrects stale samples (importance ratio): the lag term "
-                "that erodes damping does not apply, so the margin is large.",
-                className="text-muted",
-            )
-        )
+    lag = story.lag_sentence(cons)
+    if lag:
+        lines.append(html.Div(lag, className="text-muted"))
     if cons.get("K") is not None:
         lines.append(
             html.Div(
@@ -144,7 +167,7 @@ def stability(fit: Mapping[str, Any] | None, supplied: Mapping[str, Any] | None 
                 className="text-muted small",
             )
         )
-    if cons.get("note"):
+    if cons.get("note") and not lag:  # the lag sentence says the same, in the run's terms
         lines.append(html.Div(cons["note"], className="text-muted small"))
     return html.Div(head + lines, className="stability")
 
@@ -312,8 +335,7 @@ def alert_timeline(alerts: list[Mapping[str, Any]]) -> html.Div:
                             html.Span(when, className="text-muted small"),
                         ]
                     ),
-                    html.Div(a.get("message", ""), className="small"),
-                    evidence(a.get("evidence") or {}),
+                    evidence.block(a),
                 ],
                 className="alert-item",
             )
@@ -329,30 +351,13 @@ def alert_timeline(alerts: list[Mapping[str, Any]]) -> html.Div:
     return dbc.ListGroup(items, flush=True, id="run-alert-list")
 
 
-def evidence(ev: Mapping[str, Any]) -> html.Div | None:
-    if not ev:
-        return None
-    flat = flatten(ev)
-    cells = [
-        html.Span([html.Span(k, className="text-muted"), " ", _value(v)], className="me-3 small")
-        for k, v in list(flat.items())[:12]
-    ]
-    return html.Div(cells, className="evidence")
-
-
-def _value(v: Any) -> str:
-    if isinstance(v, (int, float, str)) and not isinstance(v, bool):
-        return num(v) if not isinstance(v, str) or v in ("NaN", "Infinity", "-Infinity") else v
-    return json.dumps(v)[:80]
-
-
 def hyper_table(run: Mapping[str, Any]) -> html.Div:
     hyper = run.get("hyperparameters") or {}
     rows = [
         html.Tr(
             [
                 html.Td(k, className="text-muted"),
-                html.Td(params(v) if k == "model_params" else _value(v)),
+                html.Td(params(v) if k == "model_params" else evidence.value(v)),
             ]
         )
         for k, v in sorted(hyper.items())

@@ -1,4 +1,8 @@
-"""Alerts across runs: open, acknowledged and resolved; acknowledge from the page."""
+"""Alerts across runs: open, acknowledged and resolved; acknowledge from the page.
+
+The filters (severity, kind, state, team) start at "any", so an alert's history — critical
+episodes that have since resolved included — is on screen by default; the team is picked
+from the server's list of teams, kinds from its list of kinds."""
 
 from __future__ import annotations
 
@@ -10,29 +14,44 @@ from dash import ALL, Input, Output, State, callback, ctx, dcc, html, no_update
 
 from grposcope_dashboard import api_client
 from grposcope_dashboard.api_client import ApiError
+from grposcope_dashboard.components import evidence
 from grposcope_dashboard.components.common import error_box
-from grposcope_dashboard.components.run_panels import evidence
 from grposcope_dashboard.formatting import severity_color, step
 
 REFRESH_MS = 3000
 STATES = ["open", "acknowledged", "resolved"]
 
 
-def layout(state: str | None = "open", **_: str) -> html.Div:
+SEVERITIES = ["critical", "warning", "info"]
+
+
+def layout(state: str | None = None, **_: str) -> html.Div:
+    api = api_client.client()
     try:
-        kinds = [k["kind"] for k in api_client.client().alert_kinds()]  # the server owns them
+        kinds = api.alert_kinds()  # the server owns them
+        teams = sorted(t["name"] for t in api.teams())
     except ApiError as exc:
         return error_box(exc)
+    kind_options = [{"label": k["kind"].replace("_", " "), "value": k["kind"]} for k in kinds]
     filters = dbc.Row(
         [
             dbc.Col(
-                dcc.Dropdown(
-                    id="alerts-state", options=STATES, value=state, placeholder="any state"
-                ),
+                dcc.Dropdown(id="alerts-severity", options=SEVERITIES, placeholder="any severity"),
                 md=2,
             ),
-            dbc.Col(dcc.Dropdown(id="alerts-kind", options=kinds, placeholder="any kind"), md=3),
-            dbc.Col(dbc.Input(id="alerts-team", placeholder="team", debounce=True), md=2),
+            dbc.Col(
+                dcc.Dropdown(id="alerts-kind", options=kind_options, placeholder="any kind"), md=3
+            ),
+            dbc.Col(
+                dcc.Dropdown(
+                    id="alerts-state",
+                    options=STATES,
+                    value=state if state in STATES else None,
+                    placeholder="any state (history included)",
+                ),
+                md=3,
+            ),
+            dbc.Col(dcc.Dropdown(id="alerts-team", options=teams, placeholder="any team"), md=2),
         ],
         className="g-2 mb-3",
     )
@@ -83,12 +102,7 @@ def alert_row(a: dict[str, Any], can_ack: bool = True) -> html.Tr:
                 ]
             ),
             html.Td(when),
-            html.Td(
-                [
-                    html.Div(a.get("message", ""), className="small"),
-                    evidence(a.get("evidence") or {}),
-                ]
-            ),
+            html.Td(evidence.block(a)),
             html.Td(button),
         ],
         className="alert-row",
@@ -98,6 +112,7 @@ def alert_row(a: dict[str, Any], can_ack: bool = True) -> html.Tr:
 @callback(
     Output("alerts-list", "children"),
     Input("alerts-tick", "n_intervals"),
+    Input("alerts-severity", "value"),
     Input("alerts-state", "value"),
     Input("alerts-kind", "value"),
     Input("alerts-team", "value"),
@@ -105,17 +120,26 @@ def alert_row(a: dict[str, Any], can_ack: bool = True) -> html.Tr:
     State("me-store", "data"),
 )
 def refresh(
-    _: Any, state: str | None, kind: str | None, team: str | None, __: Any, me: dict | None
+    _: Any,
+    severity: str | None,
+    state: str | None,
+    kind: str | None,
+    team: str | None,
+    __: Any,
+    me: dict | None,
 ) -> Any:
     try:
-        page = api_client.client().alerts(state=state, kind=kind, team=team, limit=200)
+        page = api_client.client().alerts(
+            severity=severity, state=state, kind=kind, team=team, limit=200
+        )
     except ApiError as exc:
         return error_box(exc)
     items = page.get("items", [])
     if not items:
+        picked = " ".join(x for x in (severity, state, (kind or "").replace("_", " ")) if x)
         return html.P(
-            f"No {state or ''} alerts. The rules check every run after each refit; "
-            "alerts show up here and on the run's page.",
+            f"No {picked + ' ' if picked else ''}alerts. The rules check every run after each "
+            "refit; alerts show up here and on the run's page.",
             className="text-muted",
         )
     can_ack = bool(me) and me.get("role") in ("writer", "admin")

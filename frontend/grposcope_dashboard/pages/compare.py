@@ -7,11 +7,11 @@ from typing import Any
 
 import dash
 import dash_bootstrap_components as dbc
-from dash import Input, Output, callback, dash_table, dcc, html
+from dash import Input, Output, callback, dash_table, dcc, html, no_update
 
 from grposcope_dashboard import api_client
 from grposcope_dashboard import figures_compare as fc
-from grposcope_dashboard.analysis import config_diff
+from grposcope_dashboard.analysis import config_diff, config_partial
 from grposcope_dashboard.api_client import ApiError
 from grposcope_dashboard.components.common import error_box
 from grposcope_dashboard.figures import empty_figure
@@ -35,7 +35,9 @@ TABLE_STYLE = {
 }
 
 
-def layout(runs: str | None = None, mode: str = "smoothed", **_: str) -> html.Div:
+def layout(
+    runs: str | None = None, mode: str = "smoothed", metric: str | None = None, **_: str
+) -> html.Div:
     """``?runs=1,2,3`` preselects runs, so a comparison is a link that can be shared."""
     try:
         items = api_client.client().runs(limit=1000)["items"]
@@ -67,6 +69,15 @@ def layout(runs: str | None = None, mode: str = "smoothed", **_: str) -> html.Di
                 md=3,
                 className="pt-1",
             ),
+            dbc.Col(
+                dcc.Dropdown(
+                    id="cmp-metric",
+                    options=[metric] if metric else [],
+                    value=metric,
+                    placeholder="metric to overlay: the reward (pick any logged series)",
+                ),
+                md=6,
+            ),
         ],
         className="g-2 mb-3",
     )
@@ -74,7 +85,7 @@ def layout(runs: str | None = None, mode: str = "smoothed", **_: str) -> html.Di
         [
             html.H4("Compare runs"),
             picker,
-            _card("Reward", dcc.Loading(dcc.Graph(id="cmp-overlay", config=GRAPH_CONFIG))),
+            _card("Overlay", dcc.Loading(dcc.Graph(id="cmp-overlay", config=GRAPH_CONFIG))),
             _card("Fitted parameters", html.Div(id="cmp-params")),
             _card("Config — only what differs", html.Div(id="cmp-diff")),
             dbc.Row(
@@ -114,23 +125,63 @@ def _card(title: str, body: Any) -> dbc.Card:
     return dbc.Card([dbc.CardHeader(title), dbc.CardBody(body)], className="mb-3")
 
 
-def load_runs(api: api_client.Api, run_ids: list[int]) -> list[dict[str, Any]]:
-    """Each run's detail, fit and reward series (downsampled by the server), in the order
-    asked. The runs are read concurrently: three requests per run, one after the other for
-    20 runs, were most of the page's open time."""
+def load_runs(
+    api: api_client.Api, run_ids: list[int], metric: str | None = None
+) -> list[dict[str, Any]]:
+    """Each run's detail, fit, reward series and the ``metric`` series if asked (both
+    downsampled by the server, one request), in the order asked. The runs are read
+    concurrently: three requests per run, one after the other for 20 runs, were most of the
+    page's open time."""
     with ThreadPoolExecutor(max_workers=LOAD_THREADS) as pool:
-        return list(pool.map(lambda run_id: _load_run(api, run_id), run_ids[:MAX_RUNS]))
+        return list(pool.map(lambda run_id: _load_run(api, run_id, metric), run_ids[:MAX_RUNS]))
 
 
-def _load_run(api: api_client.Api, run_id: int) -> dict[str, Any]:
+def _load_run(api: api_client.Api, run_id: int, metric: str | None) -> dict[str, Any]:
     run = api.run(run_id)
     key = run.get("reward_key")
-    series = api.series(run_id, [key])[key] if key else {"steps": [], "values": []}
+    empty: dict[str, list] = {"steps": [], "values": []}
+    wanted = [k for k in (key, metric) if k and k in (run.get("metric_keys") or [key])]
+    series = api.series(run_id, sorted(set(wanted))) if wanted else {}
     run["fit"] = api.fit(run_id) or run.get("fit")
     run["label"] = f"{run['team']}/{run['name']}"
-    run["steps"], run["values"] = series["steps"], series["values"]
+    reward = series.get(key, empty) if key else empty
+    run["steps"], run["values"] = reward["steps"], reward["values"]
+    run["metric"] = series.get(metric, empty) if metric else reward
     run["G"] = (run.get("hyperparameters") or {}).get("num_generations")
     return run
+
+
+def metric_options(runs: list[dict[str, Any]]) -> list[str]:
+    """Every series any of the runs logged, for the overlay's picker."""
+    return sorted({k for r in runs for k in r.get("metric_keys") or []})
+
+
+def diff_view(runs: list[dict[str, Any]]) -> Any:
+    """Only the keys whose values differ, collapsed by default behind a count; keys only
+    some runs set are named on one line, not given a row of "—" each."""
+    configs = {
+        r["label"]: {
+            "hyperparameters": r.get("hyperparameters") or {},
+            "config": r.get("config") or {},
+        }
+        for r in runs
+    }
+    diff, partial = config_diff(configs), config_partial(configs)
+    if not diff and not partial:
+        return html.P("The configs are identical.", className="text-muted")
+    body: list[Any] = [_table("cmp-diff-table", diff)] if diff else []
+    if partial:
+        names = ", ".join(partial[:40]) + (" …" if len(partial) > 40 else "")
+        body.append(
+            html.P(
+                f"Set in only some runs (same value where set), {len(partial)} keys: {names}",
+                className="small text-muted mt-2",
+            )
+        )
+    summary = f"{len(diff)} keys differ" + (
+        f"; {len(partial)} set in only some runs" if partial else ""
+    )
+    return html.Details([html.Summary(summary, id="cmp-diff-summary"), *body], id="cmp-diff-box")
 
 
 @callback(
@@ -140,15 +191,17 @@ def _load_run(api: api_client.Api, run_id: int) -> dict[str, Any]:
     Output("cmp-group", "figure"),
     Output("cmp-scaling", "figure"),
     Output("cmp-scaling-note", "children"),
+    Output("cmp-metric", "options"),
     Input("cmp-runs", "value"),
     Input("cmp-mode", "value"),
+    Input("cmp-metric", "value"),
 )
-def update(run_ids: list[int] | None, mode: str) -> tuple:
+def update(run_ids: list[int] | None, mode: str, metric: str | None) -> tuple:
     if not run_ids:
         blank = empty_figure("Pick runs above: any team's runs can be compared.", height=260)
-        return (fc.overlay_figure([], mode), None, None, blank, blank, None)
+        return (fc.overlay_figure([], mode), None, None, blank, blank, None, [])
     try:
-        runs = load_runs(api_client.client(), run_ids)
+        runs = load_runs(api_client.client(), run_ids, metric)
     except ApiError as exc:
         return (
             empty_figure(str(exc)),
@@ -157,17 +210,9 @@ def update(run_ids: list[int] | None, mode: str) -> tuple:
             empty_figure(""),
             empty_figure(""),
             None,
+            no_update,
         )
     params = fc.parameter_rows(runs)
-    diff = config_diff(
-        {
-            r["label"]: {
-                "hyperparameters": r.get("hyperparameters") or {},
-                "config": r.get("config") or {},
-            }
-            for r in runs
-        }
-    )
     scaling_fig, law = fc.scaling_figure(fc.scaling_points(runs))
     note = None
     if law:
@@ -176,13 +221,15 @@ def update(run_ids: list[int] | None, mode: str) -> tuple:
             f"empirical size law). Since τ ∝ 1/K, the curvature scales as "
             f"K ∝ N^{-law['alpha']:.2f}."
         )
+    curves = [{"label": r["label"], **r["metric"]} for r in runs]
     return (
-        fc.overlay_figure(runs, mode),
+        fc.overlay_figure(curves, mode, metric or "reward"),
         _table("cmp-params-table", params),
-        _table("cmp-diff-table", diff) if diff else html.P("The configs are identical."),
+        diff_view(runs),
         fc.group_size_figure(runs),
         scaling_fig,
         note,
+        metric_options(runs),
     )
 
 

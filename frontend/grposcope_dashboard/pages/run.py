@@ -63,19 +63,32 @@ def layout(run_id: str | None = None, **_: str) -> html.Div:
             dcc.Interval(id="run-tick", interval=LIVE_MS),
             dcc.Interval(id="run-slow-tick", interval=run_slow.SLOW_MS),
             panels.header(run),
-            dbc.Row(panels.summary(fit, built["latest"]), id="run-summary", className="g-2 mb-3"),
+            dbc.Row(
+                panels.summary(
+                    fit,
+                    built["latest"],
+                    run.get("alerts") or [],
+                    figures.stored_bounds(built["state"]["bounds"]),
+                ),
+                id="run-summary",
+                className="g-2 mb-3",
+            ),
             dbc.Row(
                 [dbc.Col(_reward_card(built), lg=8), dbc.Col(_stability_card(run, fit), lg=4)],
                 className="g-3 mb-3",
             ),
             _card(
                 "Diagnostics",
-                dcc.Loading(
-                    dcc.Graph(id="run-diag", figure=_loading_figure(), config=GRAPH_CONFIG),
-                    delay_show=300,
-                ),
+                [
+                    dcc.Loading(
+                        dcc.Graph(id="run-diag", figure=_loading_figure(), config=GRAPH_CONFIG),
+                        delay_show=300,
+                    ),
+                    html.Div(id="run-diag-missing", className="small text-muted"),
+                ],
                 tip_key="frac_zero_std",
             ),
+            _metrics_card(run),
             dbc.Row(
                 [
                     dbc.Col(
@@ -118,6 +131,29 @@ def _reward_card(built: dict[str, Any]) -> dbc.Card:
     return _card(f"Reward — {built['state']['reward_key'] or 'waiting for data'}", [graph, legend])
 
 
+def _metrics_card(run: dict[str, Any]) -> dbc.Card:
+    """The metric explorer: any logged series, several at once, on one step axis."""
+    keys = run.get("metric_keys") or []
+    picker = dcc.Dropdown(
+        id="run-metric-pick",
+        options=keys,
+        value=figures.default_metrics(keys, run_data.reward_key_of(run)),
+        multi=True,
+        placeholder="Pick series to chart (completion length, KL, each reward function, lr…)",
+    )
+    graph = dcc.Graph(
+        id="run-metrics",
+        figure=figures.empty_figure("Loading…", height=200),
+        config=GRAPH_CONFIG,
+    )
+    note = html.Div(
+        f"Up to {figures.MAX_EXPLORER_KEYS} series, downsampled by the server like the reward; "
+        "they refresh every few seconds on a live run.",
+        className="small text-muted",
+    )
+    return _card("Metrics", [picker, dcc.Loading(graph, delay_show=300), note])
+
+
 def _stability_card(run: dict[str, Any], fit: dict[str, Any] | None) -> dbc.Card:
     whatif = html.Div(
         [
@@ -134,7 +170,7 @@ def _stability_card(run: dict[str, Any], fit: dict[str, Any] | None) -> dbc.Card
             ),
         ]
     )
-    stability = panels.stability(fit, run.get("supplied_curvature"))
+    stability = panels.stability(fit, run.get("supplied_curvature"), run.get("alerts") or [])
     body = [html.Div(stability, id="run-stability"), whatif]
     return _card("Stability", body)
 
@@ -184,6 +220,7 @@ clientside_callback(
 @callback(
     Output("run-diag", "figure"),
     Output("run-diag-state", "data"),
+    Output("run-diag-missing", "children"),
     Input("run-diag-go", "data"),
     State("run-xy", "data"),
     prevent_initial_call=True,
@@ -196,8 +233,9 @@ def load_diagnostics(init: dict[str, Any] | None, xy: dict[str, Any] | None) -> 
     try:
         built = run_data.build_diagnostics(api, init, xy)
     except ApiError as exc:
-        return figures.empty_figure(f"Diagnostics unavailable: {exc.detail}"), {"ready": False}
-    return built["fig"], built["state"]
+        failed = figures.empty_figure(f"Diagnostics unavailable: {exc.detail}")
+        return failed, {"ready": False}, None
+    return built["fig"], built["state"], built["missing"]
 
 
 @callback(
@@ -276,6 +314,12 @@ def _patch_diagnostics(
             _extend(patch, index, steps, figures.plot_values(values))
         elif trace_key == figures.IID and reward_key in fresh and group:
             _extend(patch, index, fresh[reward_key][0], figures.iid_curve(smooth_new, group))
+        elif trace_key == figures.ROLLING and figures.ZERO_STD in fresh:
+            steps, values = fresh[figures.ZERO_STD]
+            share, diag["roll_tail"] = analysis.extend_trailing(
+                diag.get("roll_tail") or [], values, diag.get("roll_window") or 9
+            )
+            _extend(patch, index, steps, share)
     for k in diag["keys"]:
         if k in fresh:
             diag["last"][k] = fresh[k][0][-1]
@@ -309,6 +353,31 @@ def _rebuild(api: api_client.Api, state: dict[str, Any]) -> tuple:
 
 
 @callback(
+    Output("run-metrics", "figure"),
+    Input("run-metric-pick", "value"),
+    Input("run-diag-go", "data"),
+    Input("run-slow-tick", "n_intervals"),
+    State("run-state", "data"),
+    prevent_initial_call=True,
+)
+def metrics(keys: list[str] | None, _: Any, __: Any, state: dict[str, Any]) -> Any:
+    """The picked series, first read once the reward chart is drawn (``run-diag-go``, like
+    the diagnostics); re-read on the slow tick only while something is picked."""
+    keys = list(keys or [])[: figures.MAX_EXPLORER_KEYS]
+    if not keys and dash.ctx.triggered_id == "run-slow-tick":
+        raise PreventUpdate
+    try:
+        series = (
+            api_client.client().series(state["run_id"], keys, max_points=run_data.MAX_POINTS)
+            if keys
+            else {}
+        )
+    except ApiError as exc:
+        return figures.empty_figure(f"Series unavailable: {exc.detail}", height=200)
+    return figures.metrics_figure(keys, series)
+
+
+@callback(
     Output("run-reward", "figure", allow_duplicate=True),
     Output("whatif-result", "children"),
     Input("whatif-lr", "value"),
@@ -328,8 +397,10 @@ def whatif(lr: Any, k_ref: Any, beta1: Any, group: Any, state: dict[str, Any]) -
         return no_update, dbc.Alert(exc.detail, color="warning", className="small p-2")
     patch = Patch()
     xs, ys = analysis.curve_of(payload)
+    bounds = figures.stored_bounds(state.get("bounds"))
     patch["data"][figures.R_WHATIF]["x"] = xs
-    patch["data"][figures.R_WHATIF]["y"] = figures.plot_values(ys)
+    # A bounded reward can't be predicted past its range (a 0/1 reward at 5.5).
+    patch["data"][figures.R_WHATIF]["y"] = figures.plot_values(figures.clip(ys, bounds))
     return patch, panels.whatif_result(payload)
 
 

@@ -43,9 +43,16 @@ def build_reward(api: Api, run: dict[str, Any]) -> dict[str, Any]:
     # docs/model.md §2.4's width, but at least 9 on screen: a fresh run's w=3 line is mostly noise.
     window = max(analysis.smooth_window(len(reward["steps"])), 9)
     smooth = analysis.centred_average(analysis.floats(reward["values"]), window)
+    max_steps = max_steps_of(run)
     if reward_key:
         fig = figures.reward_figure(
-            reward_key, reward["steps"], reward["values"], fit, run.get("alerts") or [], window
+            reward_key,
+            reward["steps"],
+            reward["values"],
+            fit,
+            run.get("alerts") or [],
+            window,
+            max_steps=max_steps,
         )
     else:
         fig = figures.empty_figure(WAITING)
@@ -60,9 +67,24 @@ def build_reward(api: Api, run: dict[str, Any]) -> dict[str, Any]:
         "appended": 0,
         "fit_step": (fit or {}).get("step"),
         "latest": latest,
+        "max_steps": max_steps,
+        "bounds": figures.reward_bounds(reward["values"]),
     }
     xy = {"steps": list(reward["steps"]), "smooth": [round(v, 6) for v in smooth.tolist()]}
     return {"fig": fig, "fit": fit, "state": state, "xy": xy, "latest": latest}
+
+
+def max_steps_of(run: dict[str, Any]) -> int | None:
+    """The run's length: planned, when its trainer config says (the fit's horizon too), or
+    reached, once it has finished (a forecast window past a run's end is empty space)."""
+    value = (run.get("config") or {}).get("max_steps")
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+    if ok:
+        return max(int(value), int(run.get("last_step") or 0))
+    last = run.get("last_step")
+    if run.get("status") in ("finished", "failed") and isinstance(last, int) and last > 0:
+        return last
+    return None
 
 
 def diag_init(run: dict[str, Any]) -> dict[str, Any]:
@@ -89,9 +111,20 @@ def build_diagnostics(api: Api, run: dict[str, Any], xy: dict[str, Any] | None) 
     group = (run.get("hyperparameters") or {}).get("num_generations")
     fig, trace_keys = figures.diagnostics_figure(panels, series, group, reward)
     last = {k: (series[k]["steps"][-1] if series.get(k, {}).get("steps") else -1) for k in keys}
+    zero = (series.get(figures.ZERO_STD) or {}).get("values") or []
+    window = figures.rolling_window(len(zero))
     return {
         "fig": fig,
-        "state": {"ready": True, "keys": keys, "trace_keys": trace_keys, "last": last},
+        "missing": figures.missing_line(panels),
+        "state": {
+            "ready": True,
+            "keys": keys,
+            "trace_keys": trace_keys,
+            "last": last,
+            # the zero-std panel's trailing share continues live from these raw values
+            "roll_window": window,
+            "roll_tail": analysis.floats(zero)[-(window - 1) :].tolist(),
+        },
     }
 
 

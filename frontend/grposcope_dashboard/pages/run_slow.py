@@ -44,9 +44,13 @@ def slow(_: int, state: dict[str, Any], slow_state: dict[str, Any]) -> tuple:
     new_fit = fit is not None and fit.get("step") != slow_state.get("fit_step", state["fit_step"])
     if new_fit or sig != slow_state.get("alerts"):
         out[0] = fit_patch(fit, state, alerts)
+    if new_fit or sig != slow_state.get("alerts"):
+        # the summary and the stability panel follow the alerts too (a run that became
+        # unstable says so there, not only in the alert list)
+        bounds = figures.stored_bounds(state.get("bounds"))
+        out[1] = panels.summary(fit, state.get("latest"), alerts, bounds)
+        out[2] = panels.stability(fit, run.get("supplied_curvature"), alerts)
     if new_fit:
-        out[1] = panels.summary(fit, state.get("latest"))
-        out[2] = panels.stability(fit, run.get("supplied_curvature"))
         out[4] = figures.forecast_evolution_figure(api.fits(state["run_id"]))
         slow_state["fit_step"] = fit.get("step")
     if sig != slow_state.get("alerts"):
@@ -69,11 +73,13 @@ def slow(_: int, state: dict[str, Any], slow_state: dict[str, Any]) -> tuple:
 def fit_patch(fit: dict[str, Any] | None, state: dict[str, Any], alerts: list) -> Patch:
     """Replace the fit, band and forecast traces and the shapes; observed points stay."""
     patch = Patch()
-    for index, (xs, ys) in figures.fit_curves(fit).items():
+    bounds = figures.stored_bounds(state.get("bounds"))
+    max_steps = state.get("max_steps")
+    for index, (xs, ys) in figures.fit_curves(fit, bounds, max_steps).items():
         patch["data"][index]["x"] = xs
         patch["data"][index]["y"] = figures.plot_values(ys)
     lasts = [s for s in state["last"].values() if s is not None and s >= 0]
     first = (fit or {}).get("first_step", 0) or 0
-    x_range = figures.x_extent([first, max(lasts, default=first)], fit)
-    patch["layout"]["shapes"] = figures.fit_shapes(fit, x_range, alerts)
+    x_range = figures.x_extent([first, max(lasts, default=first)], fit, max_steps)
+    patch["layout"]["shapes"] = figures.fit_shapes(fit, x_range, alerts, bounds)
     return patch

@@ -6,15 +6,16 @@ the API is the guard.
 
 from __future__ import annotations
 
-import json
+from collections.abc import Mapping
 from typing import Any
 
 import dash
 import dash_bootstrap_components as dbc
-from dash import Input, Output, State, callback, dcc, html, no_update
+from dash import ALL, Input, Output, State, callback, dcc, html, no_update
 
 from grposcope_dashboard import api_client
 from grposcope_dashboard.api_client import ApiError
+from grposcope_dashboard.components import rule_form
 from grposcope_dashboard.components.common import error_box
 
 ROLES = ["viewer", "writer", "admin"]
@@ -37,12 +38,13 @@ def layout(**_: str) -> html.Div:
             id="settings-refused",
         )
     projects = api.projects()
+    teams = sorted(t["name"] for t in api.teams())
     return html.Div(
         [
             html.H4("Settings"),
             dbc.Tabs(
                 [
-                    dbc.Tab(_tokens_tab(), label="Tokens", tab_id="tokens"),
+                    dbc.Tab(_tokens_tab(teams), label="Tokens", tab_id="tokens"),
                     dbc.Tab(_webhooks_tab(projects), label="Webhooks", tab_id="webhooks"),
                     dbc.Tab(_rules_tab(projects), label="Alert thresholds", tab_id="rules"),
                 ],
@@ -60,11 +62,13 @@ def _row(*cols: Any) -> dbc.Row:
 # -- tokens ----------------------------------------------------------------------------------
 
 
-def _tokens_tab() -> html.Div:
+def _tokens_tab(teams: list[str]) -> html.Div:
     return html.Div(
         [
             _row(
-                dbc.Input(id="tok-team", placeholder="team"),
+                dcc.Dropdown(
+                    id="tok-team", options=teams, placeholder="team", style={"width": 180}
+                ),
                 dcc.Dropdown(
                     id="tok-role",
                     options=ROLES,
@@ -76,10 +80,6 @@ def _tokens_tab() -> html.Div:
                 dbc.Button("Create token", id="tok-create", color="primary"),
             ),
             html.Div(id="tok-flash"),
-            _row(
-                dbc.Input(id="tok-revoke-id", type="number", placeholder="token id"),
-                dbc.Button("Revoke", id="tok-revoke", color="danger", outline=True),
-            ),
             html.Div(id="tok-list"),
         ],
         className="pt-2",
@@ -90,13 +90,12 @@ def _tokens_tab() -> html.Div:
     Output("tok-flash", "children"),
     Output("tok-list", "children"),
     Input("tok-create", "n_clicks"),
-    Input("tok-revoke", "n_clicks"),
+    Input({"type": "tok-revoke", "index": ALL}, "n_clicks"),
     State("tok-team", "value"),
     State("tok-role", "value"),
     State("tok-name", "value"),
-    State("tok-revoke-id", "value"),
 )
-def tokens(create: Any, revoke: Any, team: str, role: str, name: str, token_id: Any) -> tuple:
+def tokens(create: Any, revoke: list, team: str, role: str, name: str) -> tuple:
     api = api_client.client()
     flash: Any = None
     trigger = dash.ctx.triggered_id
@@ -106,29 +105,35 @@ def tokens(create: Any, revoke: Any, team: str, role: str, name: str, token_id: 
             flash = dbc.Alert(
                 ["Shown once — copy it now: ", html.Code(made["token"])], color="success"
             )
-        elif trigger == "tok-revoke" and token_id:
-            api.revoke_token(int(token_id))
+        elif isinstance(trigger, Mapping) and any(revoke or []):
+            token_id = int(trigger["index"])
+            api.revoke_token(token_id)
             flash = dbc.Alert(f"Token {token_id} revoked.", color="secondary")
         rows = api.tokens()
     except ApiError as exc:
         return error_box(exc), no_update
-    head = html.Thead(
-        html.Tr(
-            [html.Th(h) for h in ("id", "name", "team", "role", "prefix", "created", "revoked")]
-        )
-    )
-    body = html.Tbody(
-        [
-            html.Tr(
-                [
-                    html.Td(str(r.get(k, ""))[:19])
-                    for k in ("id", "name", "team", "role", "prefix", "created_at", "revoked")
-                ]
+    return flash, token_table(rows)
+
+
+def token_table(rows: list[dict[str, Any]]) -> dbc.Table:
+    """Every token, each live one with its own Revoke button (no typing of ids)."""
+    keys = ("id", "name", "team", "role", "prefix", "created_at")
+    head = html.Thead(html.Tr([html.Th(h) for h in (*keys[:5], "created", "")]))
+    body = []
+    for r in rows:
+        revoked = bool(r.get("revoked"))
+        action: Any = html.Span("revoked", className="text-muted small")
+        if not revoked:
+            action = dbc.Button(
+                "Revoke",
+                id={"type": "tok-revoke", "index": r["id"]},
+                size="sm",
+                color="danger",
+                outline=True,
             )
-            for r in rows
-        ]
-    )
-    return flash, dbc.Table([head, body], size="sm", id="tok-table")
+        cells = [html.Td(str(r.get(k) or "")[:19]) for k in keys]
+        body.append(html.Tr([*cells, html.Td(action)], className="text-muted" if revoked else ""))
+    return dbc.Table([head, html.Tbody(body)], size="sm", id="tok-table")
 
 
 # -- webhooks --------------------------------------------------------------------------------
@@ -241,29 +246,60 @@ def _rules_tab(projects: list[dict[str, Any]]) -> html.Div:
             _row(
                 dcc.Dropdown(
                     id="rules-project", options=options, placeholder="project", style={"width": 280}
-                )
-            ),
-            html.Div(id="rules-view"),
-            html.H6("Change a rule", className="mt-3"),
-            _row(
-                dbc.Input(
+                ),
+                dcc.Dropdown(
                     id="rules-kind",
-                    placeholder="kind, e.g. advantage_degeneracy",
+                    options=[],
+                    placeholder="alert kind to edit",
                     style={"width": 280},
                 ),
                 dbc.Checkbox(id="rules-enabled", label="enabled", value=True),
             ),
-            dbc.Textarea(
-                id="rules-params",
-                placeholder='{"threshold": 0.8, "window": 20}',
-                style={"fontFamily": "monospace"},
-                rows=3,
-            ),
+            html.Div(id="rules-edit"),
             dbc.Button("Save", id="rules-save", color="primary", className="mt-2"),
             html.Div(id="rules-flash", className="mt-2"),
+            html.H6("Effective rules of the project", className="mt-3"),
+            html.Div(id="rules-view"),
         ],
         className="pt-2",
     )
+
+
+def _schema() -> dict[str, list[dict[str, Any]]]:
+    return {i["kind"]: i["params"] for i in api_client.client().rule_params()}
+
+
+@callback(
+    Output("rules-kind", "options"),
+    Input("rules-project", "value"),
+)
+def rule_kinds(project_id: Any) -> list:
+    if not project_id:
+        return []
+    try:
+        return [{"label": k.replace("_", " "), "value": k} for k in _schema()]
+    except ApiError:
+        return []
+
+
+@callback(
+    Output("rules-edit", "children"),
+    Output("rules-enabled", "value"),
+    Input("rules-kind", "value"),
+    State("rules-project", "value"),
+)
+def rule_edit(kind: str | None, project_id: Any) -> tuple:
+    """The kind's form, prefilled with the project's effective values."""
+    if not kind or not project_id:
+        return html.P("Pick a project and an alert kind to edit its thresholds.",
+                      className="text-muted"), True  # fmt: skip
+    api = api_client.client()
+    try:
+        schema = _schema()[kind]
+        rule = next(r for r in api.rules(int(project_id))["rules"] if r["kind"] == kind)
+    except (ApiError, KeyError, StopIteration) as exc:
+        return dbc.Alert(f"Cannot edit {kind}: {exc}", color="warning"), no_update
+    return rule_form.form(schema, rule.get("params") or {}), bool(rule.get("enabled", True))
 
 
 @callback(
@@ -273,42 +309,47 @@ def _rules_tab(projects: list[dict[str, Any]]) -> html.Div:
     Input("rules-save", "n_clicks"),
     State("rules-kind", "value"),
     State("rules-enabled", "value"),
-    State("rules-params", "value"),
+    State({"type": "rule-param", "name": ALL}, "value"),
+    State({"type": "rule-param", "name": ALL}, "id"),
 )
-def rules(project_id: Any, save: Any, kind: str, enabled: bool, params: str) -> tuple:
+def rules(project_id: Any, save: Any, kind: str, enabled: bool, values: list, ids: list) -> tuple:
     if not project_id:
         return html.P("Pick a project to see its rules.", className="text-muted"), None
     api = api_client.client()
     flash: Any = None
     if dash.ctx.triggered_id == "rules-save" and kind:
         try:
-            parsed = json.loads(params or "{}")
-            api.put_rule(int(project_id), kind.strip(), bool(enabled), parsed)
-            flash = dbc.Alert(f"Rule {kind} saved.", color="success")
-        except json.JSONDecodeError as exc:
-            flash = dbc.Alert(f"params is not valid JSON: {exc}", color="warning")
+            schema = _schema()[kind]
+            overrides, errors = rule_form.collect(
+                schema, {i["name"]: v for i, v in zip(ids, values, strict=True)}
+            )
+            if errors:
+                flash = dbc.Alert([html.Div(e) for e in errors], color="warning", id="rules-errors")
+            else:
+                api.put_rule(int(project_id), kind, bool(enabled), overrides)
+                changed = ", ".join(f"{k} = {v:g}" for k, v in overrides.items()) or "defaults"
+                flash = dbc.Alert(f"Rule {kind} saved ({changed}).", color="success")
         except ApiError as exc:
             flash = dbc.Alert(f"Refused: {exc.detail}", color="warning")
     try:
         found = api.rules(int(project_id))
     except ApiError as exc:
         return error_box(exc), flash
-    items = found.get("items", found.get("rules", found)) if isinstance(found, dict) else found
-    if isinstance(items, dict):
-        items = [
-            {"kind": k, **(v if isinstance(v, dict) else {"params": v})} for k, v in items.items()
-        ]
     rows = [
         html.Tr(
             [
-                html.Td(html.B(r.get("kind"))),
+                html.Td(html.B(r.get("kind", "").replace("_", " "))),
                 html.Td("on" if r.get("enabled", True) else "off"),
-                html.Td(html.Code(json.dumps(r.get("params", {})))),
+                html.Td(
+                    ", ".join(f"{k} = {v:g}" for k, v in (r.get("overrides") or {}).items())
+                    or html.Span("defaults", className="text-muted")
+                ),
             ]
         )
-        for r in items
+        for r in found.get("rules", [])
     ]
-    return dbc.Table(html.Tbody(rows), size="sm"), flash
+    head = html.Thead(html.Tr([html.Th(h) for h in ("kind", "", "changed from the defaults")]))
+    return dbc.Table([head, html.Tbody(rows)], size="sm", id="rules-table"), flash
 
 
 # Registered last, with the layout function, because the pages are modules imported after

@@ -1,0 +1,1 @@
+"""maintenance domain: the points table's partitions (create ahead, retire old ones)."""

@@ -1,0 +1,277 @@
+"""Which logged series is which: one table of key aliases per framework.
+
+Trainers name the same quantity differently (TRL's `reward`, TRL through TensorBoard's
+`train/reward`, verl's `critic/score/mean`, a hand-written loop's `train/answer_reward`).
+Runs keep their keys exactly as logged; this table only tells the server which stored series
+plays which *role* for the fits and the alert rules, so a verl run streamed with `Run` (or
+imported from its console log) gets the same fits and alerts as a TRL run.
+
+Resolution: for each role, the first key of the table — frameworks in the order of `TABLE`,
+keys in the order listed — that the run logs. Reward components are a pattern (per-function
+means under `rewards/`). docs/log-formats.md renders this table (tests/test_series_roles.py
+keeps the two equal); edit it here, then paste `python -m grposcope.series_roles` there.
+
+Pure Python, no I/O: the diagnostics (which sit just above the numerical core) import it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+# Role -> what it means to grposcope (the documentation's wording).
+ROLES: dict[str, str] = {
+    "reward": "training reward, mean over the step's completions (the fitted curve)",
+    "eval_reward": "reward on held-out prompts (reward hacking compares it with the train reward)",
+    "reward_std": "spread of the reward within the step (advantage degeneracy when it is zero)",
+    "zero_std_share": "share of groups whose completions all got the same reward",
+    "kl": "KL divergence to the reference policy (no-learning: the policy does not move)",
+    "policy_kl": "KL between the sampling and the updated policy (recognised, not read by a "
+    "rule: it stays near zero in an on-policy update whatever the policy does)",
+    "entropy": "mean token entropy of the policy (entropy collapse precursor)",
+    "clip_fraction": "share of tokens whose importance ratio was clipped",
+    "grad_norm": "gradient norm before clipping (gradient growth)",
+    "completion_length": "mean completion length in tokens (length drift precursor)",
+    "learning_rate": "learning rate at the step (import takes its peak as the configured rate "
+    "when the log has no config)",
+    "loss": "training loss (non-finite values are a dynamical_instability)",
+}
+
+
+@dataclass(frozen=True)
+class Framework:
+    """The keys one family of trainers logs, by role, most preferred first."""
+
+    name: str
+    note: str
+    keys: dict[str, tuple[str, ...]]
+    component_prefixes: tuple[str, ...] = ()  # per-function reward means live under these
+
+
+TABLE: tuple[Framework, ...] = (
+    Framework(
+        "TRL",
+        "GRPOTrainer's own names (the callback, trainer_state.json, `Run` in a TRL loop). "
+        "Older TRL (< 0.16) logs `completion_length` and `rewards/<fn>`; newer TRL "
+        "`completions/mean_length`, `rewards/<fn>/mean`, `entropy`, `clip_ratio/*` and "
+        "`frac_reward_zero_std`.",
+        {
+            "reward": ("reward", "rewards/mean"),
+            "eval_reward": ("eval_reward", "eval_rewards/mean"),
+            "reward_std": ("reward_std",),
+            "zero_std_share": ("frac_reward_zero_std",),
+            "kl": ("kl", "objective/kl"),
+            "entropy": ("entropy",),
+            "clip_fraction": (
+                "clip_ratio/region_mean",
+                "clip_ratio",
+                "objective/clip_ratio",
+                "clip_ratio/high_mean",
+            ),  # fmt: skip
+            "grad_norm": ("grad_norm",),
+            "completion_length": ("completions/mean_length", "completion_length"),
+            "learning_rate": ("learning_rate",),
+            "loss": ("loss",),
+        },
+        component_prefixes=("rewards/",),
+    ),
+    Framework(
+        "TRL via TensorBoard or W&B",
+        "transformers' TensorBoard and W&B callbacks prefix training keys with `train/` and "
+        "turn `eval_` into `eval/`.",
+        {
+            "reward": ("train/reward", "train/rewards/mean"),
+            "eval_reward": ("eval/reward", "eval/rewards/mean"),
+            "reward_std": ("train/reward_std",),
+            "zero_std_share": ("train/frac_reward_zero_std",),
+            "kl": ("train/kl",),
+            "entropy": ("train/entropy",),
+            "clip_fraction": (
+                "train/clip_ratio/region_mean",
+                "train/clip_ratio",
+                "train/clip_ratio/high_mean",
+            ),  # fmt: skip
+            "grad_norm": ("train/grad_norm",),
+            "completion_length": ("train/completions/mean_length", "train/completion_length"),
+            "learning_rate": ("train/learning_rate",),
+            "loss": ("train/loss",),
+        },
+        component_prefixes=("train/rewards/",),
+    ),
+    Framework(
+        "verl",
+        "`ray_trainer`'s metrics (console `step:N - key:value` lines, TensorBoard, W&B). "
+        "`critic/score/mean` is the task score, `critic/rewards/mean` the same after the "
+        "in-reward KL penalty; `actor/ppo_kl` measures the update, not the distance to the "
+        "reference; older releases log the mean entropy as `actor/entropy_loss`.",
+        {
+            "reward": ("critic/score/mean", "critic/rewards/mean"),
+            "eval_reward": (),  # `val-core/<data source>/reward/mean@N`: see eval_reward_key
+            "kl": ("actor/kl_loss", "actor/reward_kl_penalty"),
+            "policy_kl": ("actor/ppo_kl",),
+            "entropy": ("actor/entropy", "actor/entropy_loss"),
+            "clip_fraction": ("actor/pg_clipfrac",),
+            "grad_norm": ("actor/grad_norm",),
+            "completion_length": ("response_length/mean",),
+            "learning_rate": ("actor/lr",),
+            "loss": ("actor/pg_loss",),
+        },
+    ),
+    Framework(
+        "OpenRLHF",
+        "PPO/GRPO trainer's logged step metrics (`--use_wandb`, `--use_tensorboard`).",
+        {
+            "reward": ("train/reward", "reward", "train/return", "return"),
+            "kl": ("train/kl", "kl"),
+            "clip_fraction": ("train/ppo_clip_ratio", "ppo_clip_ratio"),
+            "grad_norm": ("train/actor_grad_norm", "actor_grad_norm"),
+            "completion_length": ("train/response_length", "response_length"),
+            "learning_rate": ("train/actor_lr", "actor_lr"),
+            "loss": ("train/policy_loss", "policy_loss"),
+        },
+    ),
+    Framework(
+        "Plain loops",
+        "Hand-written GRPO loops seen in practice: the CS336 assignment loops, Tinker's "
+        "cookbook, MiniMind, loops that log only a success share.",
+        {
+            "reward": (
+                "train/answer_reward",
+                "train_reward",
+                "reward_mean",
+                "mean_reward",
+                "rollout/reward",
+                "env/reward",
+                "env/all/reward/total",
+                "Reward",
+                "success_rate",
+            ),  # fmt: skip
+            "eval_reward": ("eval/answer_reward", "eval/reward", "test/env/all/reward/total"),
+            "reward_std": ("rollout/std_reward",),
+            "zero_std_share": ("zero_std_ratio",),
+            "kl": ("KL_ref", "kl_div", "kl_divergence"),
+            "policy_kl": ("train/approx_kl", "optim/kl_sample_train_v1"),
+            "entropy": ("train/token_entropy", "optim/entropy", "policy_entropy"),
+            "clip_fraction": ("train/clip_fraction", "clipfrac"),
+            "grad_norm": ("train/grad_norm",),
+            "completion_length": ("rollout/avg_response_token_length", "Avg Response Len"),
+            "learning_rate": ("train/learning_rate", "optim/lr", "Learning Rate", "lr"),
+            "loss": ("train/loss",),
+        },
+    ),
+)
+
+# Last resort for the reward, after the table: a key naming a reward that is not a spread, a
+# per-function part, an extreme or an eval metric (so a new loop's `my_reward` still fits).
+_NOT_A_REWARD = ("std", "eval", "val", "test", "rewards/", "/min", "/max", "frac", "_min", "_max")
+_COMPONENT_STATS = ("/std", "/min", "/max")
+
+
+def role_keys(role: str) -> tuple[str, ...]:
+    """Every alias of `role`, in resolution order (duplicates across frameworks once)."""
+    if role not in ROLES:
+        raise KeyError(f"unknown role {role!r}; roles: {', '.join(ROLES)}")
+    out: dict[str, None] = {}
+    for framework in TABLE:
+        out.update(dict.fromkeys(framework.keys.get(role, ())))
+    return tuple(out)
+
+
+def find(keys: Iterable[str], role: str) -> str | None:
+    """The key that plays `role` among `keys`, by the table alone (None when none does)."""
+    present = keys if isinstance(keys, (set, frozenset, dict)) else set(keys)
+    return next((k for k in role_keys(role) if k in present), None)
+
+
+def reward_key(keys: Iterable[str]) -> str | None:
+    """The reward series: the table's first alias present, else a key naming a reward."""
+    present = set(keys)
+    found = find(present, "reward")
+    if found is not None:
+        return found
+    for key in sorted(present):
+        low = key.lower()
+        if "reward" in low and not any(s in low for s in _NOT_A_REWARD):
+            return key
+    return None
+
+
+def eval_reward_key(keys: Iterable[str], reward: str | None) -> str | None:
+    """The eval counterpart of the reward: the same leaf under an eval prefix first (CS336
+    logs `train/answer_reward` and `eval/answer_reward`), then the table's aliases, then verl's
+    `val-core/…/reward/mean@N`, then any eval key naming a reward (not a spread)."""
+    evals = sorted(k for k in keys if _is_eval(k) and "reward" in k.lower())
+    if not evals:
+        return None
+    if reward:
+        leaf = reward.rsplit("/", 1)[-1]
+        same = [k for k in evals if k.rsplit("/", 1)[-1] == leaf and k != reward]
+        if same:
+            return same[0]
+    found = find(evals, "eval_reward")
+    if found is not None:
+        return found
+    verl = [k for k in evals if k.startswith("val-core/") and "/reward/mean@" in k]
+    if verl:
+        return verl[0]
+    plain = [k for k in evals if "std" not in k.lower()]
+    return (plain or evals)[0]
+
+
+def _is_eval(key: str) -> bool:
+    low = key.lower()
+    return low.startswith(("eval", "val-core/", "val/", "test/"))
+
+
+def reward_components(keys: Iterable[str], reward: str | None) -> list[str]:
+    """Per-function reward means (`rewards/<fn>/mean` or `rewards/<fn>`, and the same under
+    `train/`): a staged reward rises one component at a time, so each is judged on its own."""
+    prefixes = tuple(p for f in TABLE for p in f.component_prefixes)
+    means = {f"{p}mean" for p in prefixes}
+    out = []
+    for key in sorted(keys):
+        if not key.startswith(prefixes) or key == reward or key in means:
+            continue
+        if key.endswith(_COMPONENT_STATS):
+            continue
+        out.append(key)
+    return out
+
+
+def resolve(keys: Iterable[str]) -> dict[str, str]:
+    """{role: key} for every role the run logs (reward and eval_reward included)."""
+    present = set(keys)
+    out = {role: k for role in ROLES if (k := find(present, role)) is not None}
+    reward = reward_key(present)
+    out.pop("reward", None)
+    out.pop("eval_reward", None)
+    if reward is not None:
+        out["reward"] = reward
+    evaluation = eval_reward_key(present, reward)
+    if evaluation is not None:
+        out["eval_reward"] = evaluation
+    return out
+
+
+def markdown() -> str:
+    """The table as docs/log-formats.md shows it (one section per framework)."""
+    lines = ["| role | meaning, and who reads it |", "|---|---|"]
+    lines += [f"| `{role}` | {meaning} |" for role, meaning in ROLES.items()]
+    lines.append("")
+    for framework in TABLE:
+        lines += [f"### {framework.name}", "", framework.note, "", "| role | keys |", "|---|---|"]
+        for role in ROLES:
+            keys = framework.keys.get(role, ())
+            if keys:
+                lines.append(f"| {role} | {', '.join(f'`{k}`' for k in keys)} |")
+        if framework.component_prefixes:
+            shown = ", ".join(f"`{p}<fn>/mean`, `{p}<fn>`" for p in framework.component_prefixes)
+            lines.append(f"| reward components | {shown} |")
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+if __name__ == "__main__":  # pragma: no cover - prints the docs block
+    import sys
+
+    sys.stdout.write(markdown())

@@ -1,0 +1,149 @@
+"""One coherent story per run: the sentences of the stability panel that must agree with each
+other and with the run's alerts (pure: payloads in, text or components out).
+
+Three things used to contradict one another on a run page: the lag sentence (it assumed every
+run without a lag corrects stale samples, though ``k_ref = 1`` is the other reason), the
+regime (it follows the free fit's ζ, shown beside an exact ζ on the other side of 1 with no
+word why), and a run that blew up near its end (the fit of the curve before the blow-up read
+"overdamped, far from the edge" while a critical alert was open).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from dash import html
+
+from grposcope_dashboard.components.common import tip
+from grposcope_dashboard.formatting import num, regime, signed, step, to_float
+
+INSTABILITY = "dynamical_instability"
+
+
+def lag_sentence(cons: Mapping[str, Any]) -> str | None:
+    """Why the lag term does not apply, from the run's own correction mode and K_ref (the
+    settings the constrained fit used); None when it applies or the fit doesn't say."""
+    if cons.get("lag_applies") is not False or cons.get("computable") is False:
+        return None
+    hyper = cons.get("hyperparameters") or {}
+    correction, k_ref = hyper.get("correction"), hyper.get("k_ref")
+    if k_ref == 1:
+        return (
+            "Samples are regenerated every step (K_ref = 1): nothing is stale, so the lag "
+            "term that erodes damping does not apply and the margin is large."
+        )
+    if correction and correction != "none":
+        return (
+            f"This run corrects stale samples (correction '{correction}', K_ref = {k_ref}): "
+            "the lag term that erodes damping does not apply, so the margin is large."
+        )
+    return (
+        f"No part of the force is stale at these settings (correction '{correction}', "
+        f"K_ref = {k_ref}): the lag term does not apply, so the margin is large."
+    )
+
+
+def _side(zeta: Any) -> str | None:
+    z = to_float(zeta)
+    if z != z:
+        return None
+    return "oscillatory" if z < 1.0 else "monotone"
+
+
+def regime_line(fit: Mapping[str, Any]) -> list[Any]:
+    """'Regime: oscillatory — …, from the fitted ζ 0.74', and when the exact ζ (the
+    optimiser's own prediction at the measured K) is on the other side of 1, why both stand."""
+    cons = fit.get("constrained") or {}
+    zeta = (fit.get("oscillator") or {}).get("zeta", cons.get("zeta"))
+    out: list[Any] = [tip("Regime", "regime"), ": ", regime(fit.get("regime"))]
+    if to_float(zeta) == to_float(zeta):
+        out.append(f" (from the fitted ζ {num(zeta)}, the shape of the reward curve).")
+    exact = cons.get("zeta_exact")
+    fitted_side, exact_side = _side(zeta), _side(exact)
+    if fitted_side and exact_side and fitted_side != exact_side:
+        if fitted_side == "oscillatory":
+            why = (
+                f" The exact ζ {num(exact)} says the optimiser alone would not overshoot at "
+                "the measured curvature; the swing the curve shows comes from elsewhere "
+                "(noise in a short run, a learning-rate schedule, the prompts' difficulty mix)."
+            )
+        else:
+            why = (
+                f" The exact ζ {num(exact)} says the optimiser would overshoot at the measured "
+                "curvature, but the curve shows no swing: it is smaller than the noise, or the "
+                "run has not been long enough to show one."
+            )
+        out.append(html.Span(why, className="text-muted small"))
+    return out
+
+
+def unstable_episode(alerts: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The critical instability alert still in force (open or acknowledged), if any: the run
+    became unstable and has not recovered, whatever the fit of the earlier curve says."""
+    live = [
+        a
+        for a in alerts
+        if a.get("kind") == INSTABILITY
+        and a.get("severity") == "critical"
+        and a.get("state") in ("open", "acknowledged")
+    ]
+    return max(live, key=lambda a: to_float(a.get("opened_step")), default=None)
+
+
+def unstable_banner(alert: Mapping[str, Any]) -> html.Div:
+    """The run's state at its end, above the fit's verdict (which describes the curve)."""
+    ev = alert.get("evidence") or {}
+    margin = alert_margin(alert)
+    since = step(alert.get("opened_step"))
+    if _only_predicted(ev):
+        # the margin at the run's own settings (its peak lr, its K_ref) is past the edge:
+        # the run is on course to blow up, whatever its curve shows so far
+        parts: list[Any] = [
+            html.B("Unstable settings", className="text-danger"),
+            f" since step {since}: a critical instability alert is open",
+        ]
+        if margin is not None:
+            parts.append(f" (exact margin {signed(margin)} at the run's hyperparameters)")
+        parts.append(". Expect growing swings; the fit below describes the curve so far.")
+    else:
+        parts = [
+            html.B("Unstable", className="text-danger"),
+            f" since step {since}: a critical instability alert is open",
+        ]
+        if margin is not None:
+            parts.append(f" (exact margin {signed(margin)})")
+        parts.append(
+            ". The fit below describes the curve before the blow-up; the run has not recovered."
+        )
+    return html.Div(parts, className="mb-2 unstable-banner", id="run-unstable")
+
+
+def fitted_margin_caveat(alert: Mapping[str, Any]) -> str:
+    """What the fitted margin means once the run blew up: the model of the earlier curve."""
+    if _only_predicted(alert.get("evidence") or {}):
+        return "Past the stability edge at the run's settings: expect growing swings."
+    return (
+        f"These margins are the model of the curve before step {step(alert.get('opened_step'))}; "
+        "the run is past the edge now (see its critical alert)."
+    )
+
+
+def _only_predicted(ev: Mapping[str, Any]) -> bool:
+    """The alert rests on the margin alone: nothing has blown up (no collapse or flat line at
+    the floor, no NaN/Inf)."""
+    return bool(ev.get("predicted")) and not any(
+        k in ev for k in ("collapse", "flatline", "non_finite")
+    )
+
+
+def alert_margin(alert: Mapping[str, Any] | None) -> Any:
+    """The exact margin a critical instability alert stands on, if it stands on one: a
+    negative margin, or any margin of an alert that rests on the margin alone. A blown-up
+    run's alert also carries the latest fit's margin, which can be positive (the fit of the
+    wrecked curve); quoted beside "unstable" it read as a contradiction."""
+    ev = (alert or {}).get("evidence") or {}
+    margin = to_float(ev.get("margin_exact"))
+    if margin != margin:
+        return None
+    return ev["margin_exact"] if margin < 0 or _only_predicted(ev) else None

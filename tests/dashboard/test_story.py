@@ -1,0 +1,102 @@
+"""One coherent story per run: the stability panel's sentences follow the run's settings and
+agree with its alerts; alert evidence reads as a sentence; the threshold form checks values
+against the server's schema."""
+
+from __future__ import annotations
+
+from grposcope_dashboard.components import evidence, rule_form, run_panels, story
+
+
+def _fit(zeta: float, regime: str, **cons):
+    return {"oscillator": {"zeta": zeta}, "regime": regime, "constrained": cons}
+
+
+def test_lag_sentence_follows_correction_mode_and_k_ref():
+    k1 = {"lag_applies": False, "hyperparameters": {"correction": "none", "k_ref": 1}}
+    none_k1 = story.lag_sentence(k1)
+    assert "regenerated every step" in none_k1 and "corrects" not in none_k1
+    is_k8 = story.lag_sentence({"lag_applies": False,
+                                "hyperparameters": {"correction": "is", "k_ref": 8}})  # fmt: skip
+    assert "corrects stale samples (correction 'is', K_ref = 8)" in is_k8
+    assert story.lag_sentence({"lag_applies": True}) is None
+    # the panel says it once: the model's own note (the same fact) is not repeated under it
+    note = "the lag term does not apply: samples are regenerated every step (k_ref = 1)"
+    panel = repr(run_panels.stability(_fit(0.7, "oscillatory", lag_applies=False, note=note,
+                 hyperparameters={"correction": "none", "k_ref": 1})))  # fmt: skip
+    assert "regenerated every step" in panel and note not in panel and "corrects" not in panel
+
+
+def test_regime_line_names_its_zeta_and_explains_a_disagreement():
+    text = repr(story.regime_line(_fit(0.741, "oscillatory", zeta_exact=1.0)))
+    assert "from the fitted ζ 0.741" in text
+    assert "exact ζ 1" in text and "would not overshoot" in text
+    other = repr(story.regime_line(_fit(1.4, "overdamped", zeta_exact=0.6)))
+    assert "would overshoot" in other and "smaller than the noise" in other
+    agree = repr(story.regime_line(_fit(0.7, "oscillatory", zeta_exact=0.5)))
+    assert "overshoot at" not in agree and "would not" not in agree
+
+
+def test_a_run_that_blew_up_reads_unstable_whatever_the_earlier_fit_says():
+    fit = _fit(1.6, "overdamped", margin_exact=0.73)
+    critical = {"kind": "dynamical_instability", "severity": "critical", "state": "open",
+                "opened_step": 220, "evidence": {"margin_exact": -0.21}}  # fmt: skip
+    panel = repr(run_panels.stability(fit, None, [critical]))
+    assert "Unstable" in panel and "since step 220" in panel and "−0.21" in panel
+    cards = repr(run_panels.summary(fit, 0.1, [critical]))
+    assert "children='unstable'" in cards and "children='overdamped'" not in cards
+    assert "−0.21" in cards and "+0.73" not in cards  # the alert's margin, as the panel says
+    assert "Far from the stability edge" not in panel  # the fit's +0.73 is not the verdict
+    silent = {**critical, "evidence": {"non_finite": {"step": 230}}}  # no margin in evidence
+    cards = repr(run_panels.summary(fit, 0.1, [silent]))
+    assert "past the edge" in cards and "unstable since step 220" in cards
+    predicted = {**critical, "evidence": {"margin_exact": -1.94, "predicted": True}}
+    ahead = repr(run_panels.stability(fit, None, [predicted]))
+    assert "Unstable settings" in ahead and "−1.94 at the run's hyperparameters" in ahead
+    crashed = {**predicted, "evidence": {**predicted["evidence"], "collapse": {"fall": 0.5}}}
+    after = repr(run_panels.stability(fit, None, [crashed]))
+    assert "Unstable settings" not in after and "before the blow-up" in after
+    wrecked = {**critical, "evidence": {"margin_exact": 0.09, "predicted": True,
+                                        "collapse": {"fall": 0.5}}}  # fmt: skip
+    assert "+0.09" not in repr(run_panels.stability({}, None, [wrecked]))
+    assert "+0.09" not in repr(run_panels.summary({}, 0.5, [wrecked]))
+    bounded = repr(run_panels.summary({"plateau": {"value": 0.9, "lo": 0.7, "hi": 1.3}}, 0.8,
+                                      (), (0.0, 1.0)))  # fmt: skip
+    assert "0.9 [0.7, 1]" in bounded  # a 0/1 reward's interval stays inside [0, 1]
+    resolved = {**critical, "state": "resolved"}
+    assert "Unstable" not in repr(run_panels.stability(fit, None, [resolved]))
+    warning = {**critical, "severity": "warning"}
+    assert story.unstable_episode([warning]) is None
+
+
+def test_evidence_reads_as_one_sentence_with_its_numbers():
+    alert = {"kind": "advantage_degeneracy", "message": "most groups got identical rewards",
+             "evidence": {"zero_std_share": 0.83, "iid_prediction": 0.41, "group_size": 4,
+                          "excess": 0.42, "source": "frac_reward_zero_std",
+                          "step_window": [100, 120]}}  # fmt: skip
+    text = evidence.sentence(alert)
+    assert text == ("Most groups got identical rewards: share of groups with identical rewards "
+                    "83%, i.i.d. prediction 41%, G 4 (steps 100–120).")  # fmt: skip
+    nested = {"kind": "dynamical_instability", "message": "reward collapsed",
+              "evidence": {"collapse": {"fall": 0.5, "fall_sigmas": 7.0}}}  # fmt: skip
+    assert "reward fall 0.5" in evidence.sentence(nested)
+    assert "excess" in repr(evidence.details(alert["evidence"]))  # all values, one click away
+    late = {**alert, "message": "(recorded after the fact) advantage_degeneracy"}
+    assert evidence.sentence(late).startswith(
+        "Advantage degeneracy, recorded after the fact: share of groups with identical"
+    )
+
+
+SCHEMA = [
+    {"name": "threshold", "default": 0.6, "lo": 0.0, "hi": 1.0, "integer": False, "doc": "d"},
+    {"name": "window", "default": 20, "lo": 2, "hi": 10_000, "integer": True, "doc": "w"},
+]
+
+
+def test_threshold_form_sends_changes_and_refuses_bad_values():
+    assert rule_form.collect(SCHEMA, {"threshold": 0.3, "window": 20}) == ({"threshold": 0.3}, [])
+    assert rule_form.collect(SCHEMA, {"threshold": None, "window": ""}) == ({}, [])
+    _, errors = rule_form.collect(SCHEMA, {"threshold": 1.5, "window": 2.5})
+    assert errors == ["threshold must be in [0, 1], got 1.5.",
+                      "window must be a whole number, got 2.5."]  # fmt: skip
+    form = repr(rule_form.form(SCHEMA, {"threshold": 0.3}))
+    assert "default 0.6" in form and "whole number in [2, 10000]" in form

@@ -1,0 +1,74 @@
+"""Issue #12's alert targets on the real runs, replayed step by step as a live run sees them
+(bench/alert_replay.py; figures and discussion in docs/alerts.md). Runs when ../shared is there."""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+def _bench():
+    """The replay and the corpus labels, from bench/ (not a package)."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        import alert_replay
+        import corpus
+    finally:
+        sys.path.remove(str(BENCH))
+    return alert_replay, corpus
+
+
+@pytest.fixture(scope="module")
+def replayed(real_logs: Path) -> list[dict]:
+    replay_mod, corpus = _bench()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        runs = corpus.load_runs([real_logs, real_logs / "extra", real_logs / "wide"])
+        return [replay_mod.replay(run) for run in runs]
+
+
+def test_every_collapse_is_critical_and_every_failing_run_is_flagged(replayed) -> None:
+    _, corpus = _bench()
+    failing = [r for r in replayed if corpus.label(r["run"].name) == "failing"]
+    assert len(failing) >= 5
+    for res in failing:
+        assert res["episodes"], f"{res['run'].name} raised nothing"
+        if corpus.FAILING.get(res["run"].name, (0, ""))[1] == "collapse":
+            assert res["critical"] is not None, res["run"].name
+
+
+def test_runs_that_did_not_fail_get_no_critical_and_few_warnings(replayed) -> None:
+    _, corpus = _bench()
+    quiet = [r for r in replayed if corpus.label(r["run"].name) != "failing"]
+    crit = [(r["run"].name, e[0]) for r in quiet for e in r["episodes"] if e[2] == "critical"]
+    assert crit == []
+    steps = sum(float(r["run"].steps[-1] - r["run"].steps[0] + 1) for r in quiet)
+    warns = sum(e[2] == "warning" for r in quiet for e in r["episodes"])
+    assert 200 * warns / steps <= 1.0
+
+
+def test_no_stop_advice_is_followed_by_a_real_gain(replayed) -> None:
+    replay_mod, _ = _bench()
+    stops = [(r["run"], e[1]) for r in replayed for e in r["episodes"] if e[0] == "plateau_reached"]
+    wrong = [(run.name, step) for run, step in stops if replay_mod.gain_after(run, step) >= 0.5]
+    assert wrong == []
+
+
+def test_sweep_precursors_come_before_half_the_gain_is_lost_and_never_on_healthy_runs(
+    replayed,
+) -> None:
+    replay_mod, corpus = _bench()
+    sweep = [r for r in replayed if r["run"].name.startswith(corpus.SWEEP_PREFIX)]
+    assert len(sweep) >= 6
+    for res in sweep:
+        if corpus.label(res["run"].name) == "failing":
+            half = replay_mod.half_lost_step(res["run"])
+            assert res["precursor"] is not None and half is not None
+            assert res["precursor"] < half, res["run"].name
+        else:
+            assert res["precursor"] is None, res["run"].name

@@ -1,0 +1,180 @@
+"""`follow` on logs being written, against a real server: every step arrives exactly once
+across a server restart, the run ends with the writer, and following again resumes it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.plugin.helpers import Reader, wait_for
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "logs"
+N_STEPS = 40
+
+# A verl-like job: its config and a banner, then one step line every 0.1 s.
+WRITER = textwrap.dedent(
+    """
+    import sys, time
+    head = open(sys.argv[2]).read().split("(TaskRunner pid=40871) step:0")[0]
+    with open(sys.argv[1], "a", buffering=1) as log:
+        log.write(head)
+        for s in range(1, int(sys.argv[3]) + 1):
+            log.write(f"(TaskRunner pid=1) step:{s} - critic/score/mean:{s / 100} - "
+                      f"actor/entropy:{1 - s / 100} - timing_s/step:0.1\\n")
+            if s % 7 == 0:
+                log.write("(WorkerDict pid=2) WARNING: something between steps\\n")
+            time.sleep(0.1)
+    """
+)
+
+
+def _follow(server, tmp_path: Path, path: Path, *extra: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "GRPOSCOPE_URL": server.url, "GRPOSCOPE_TOKEN": server.token("alpha")}
+    cmd = [sys.executable, "-m", "grposcope_trainer", "follow", str(path), "--project", "follow",
+           "--spool-dir", str(tmp_path / "spool"), "--interval", "0.05", *extra]  # fmt: skip
+    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)  # fmt: skip
+
+
+def test_every_step_arrives_across_a_server_restart_and_the_run_ends_with_its_writer(
+    live_server, tmp_path: Path
+) -> None:
+    log = tmp_path / "verl_job.log"
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(log),
+                               str(FIXTURES / "verl_console.log"), str(N_STEPS)])  # fmt: skip
+    follower = _follow(live_server, tmp_path, log, "--format", "verl", "--pid", str(writer.pid))
+    reader = Reader(live_server.url, live_server.admin_token)
+
+    def stored() -> int:
+        runs = reader.runs("follow")
+        return runs[0]["last_step"] or 0 if runs else 0
+
+    wait_for(lambda: stored() >= 5, timeout=60, interval=0.05)
+    live_server.stop(kill=True)  # the server dies mid-run...
+    time.sleep(1.5)
+    live_server.start()  # ...and comes back; the spool holds what was written meanwhile
+    assert writer.wait(60) == 0
+    output, _ = follower.communicate(timeout=90)
+    assert follower.returncode == 0, output
+    assert "all data delivered" in output
+
+    (run,) = reader.runs("follow")
+    detail = reader.run(run["id"])
+    assert (detail["name"], detail["status"], detail["last_step"]) == ("verl_job", "finished", 40)
+    assert detail["hyperparameters"]["k_ref"] == 4  # from the config verl printed
+    got = reader.series(run["id"], ["critic/score/mean", "actor/entropy"])
+    assert got["critic/score/mean"] == {s: s / 100 for s in range(1, N_STEPS + 1)}
+    assert got["actor/entropy"] == {s: 1 - s / 100 for s in range(1, N_STEPS + 1)}
+
+
+def test_following_again_resumes_the_same_run_and_ctrl_c_marks_it_failed(
+    live_server, tmp_path: Path
+) -> None:
+    log = tmp_path / "loop.jsonl"
+    log.write_text((FIXTURES / "loop.jsonl").read_text())
+    reader = Reader(live_server.url, live_server.admin_token)
+    first = _follow(live_server, tmp_path, log, "--silence", "60")
+    wait_for(lambda: reader.runs("follow") and reader.runs("follow")[0]["last_step"] == 3)
+    first.send_signal(signal.SIGINT)
+    output, _ = first.communicate(timeout=60)
+    assert first.returncode == 0, output
+    (run,) = reader.runs("follow")
+    assert run["status"] == "failed"  # interrupted: the job may not be over
+
+    with log.open("a") as fh:
+        fh.write('{"step": 4, "train": {"answer_reward": 0.75}}\n')
+    second = _follow(live_server, tmp_path, log, "--silence", "1")
+    output, _ = second.communicate(timeout=60)
+    assert second.returncode == 0, output
+    (again,) = reader.runs("follow")  # the same run, resumed, then finished after the silence
+    assert (again["id"], again["status"], again["last_step"]) == (run["id"], "finished", 4)
+    got = reader.series(run["id"], ["train/answer_reward"])["train/answer_reward"]
+    assert got == {1: 0.125, 2: 0.25, 3: 0.5, 4: 0.75}
+
+
+def test_a_missing_log_without_format_is_a_usage_error(tmp_path: Path) -> None:
+    out = subprocess.run([sys.executable, "-m", "grposcope_trainer", "follow",
+                          str(tmp_path / "nope.log"), "--project", "p"],
+                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert out.returncode == 2 and "give --format" in out.stderr
+
+
+# A real tiny GRPOTrainer reporting to TensorBoard only (no grposcope code in the job), slowed
+# to ~0.15 s a step so the server can be restarted mid-run; it also records what TRL logged.
+TRL_JOB = textwrap.dedent(
+    """
+    import json, sys, time
+    from transformers import TrainerCallback
+    from grposcope.demo.tiny_grpo import build_tiny_trainer
+
+    logged = []
+
+    class Record(TrainerCallback):
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            logged.append([state.global_step, dict(logs or {})])
+
+        def on_step_end(self, args, state, control, **kwargs):
+            time.sleep(0.15)
+
+    trainer = build_tiny_trainer(sys.argv[1], [Record()], max_steps=int(sys.argv[2]),
+                                 logging_steps=1, report_to=["tensorboard"])
+    trainer.train()
+    json.dump(logged, open(sys.argv[3], "w"))
+    """
+)
+
+
+def _float32(value: float) -> float:
+    import struct
+
+    return struct.unpack("f", struct.pack("f", value))[0]
+
+
+@pytest.mark.slow
+def test_follow_a_real_trl_run_writing_tensorboard(live_server, tmp_path: Path) -> None:
+    pytest.importorskip("trl")
+    pytest.importorskip("tensorboard")
+    out, record, n = tmp_path / "out", tmp_path / "logged.json", 40
+    job = subprocess.Popen([sys.executable, "-c", TRL_JOB, str(out), str(n), str(record)])
+    follower = _follow(live_server, tmp_path, out / "runs", "--format", "tensorboard",
+                       "--pid", str(job.pid), "--run", "tiny-tb")  # fmt: skip
+    reader = Reader(live_server.url, live_server.admin_token)
+
+    def stored() -> int:
+        runs = reader.runs("follow")
+        return (runs[0]["last_step"] or 0) if runs else 0
+
+    wait_for(lambda: stored() >= 5, timeout=240, interval=0.05)
+    assert stored() < n - 5, "the run ended before the restart: slow it down"
+    live_server.stop(kill=True)
+    time.sleep(2)
+    live_server.start()
+    assert job.wait(300) == 0
+    output, _ = follower.communicate(timeout=120)
+    assert follower.returncode == 0, output
+
+    expected: dict[int, dict[str, float]] = {}
+    for step, logs in json.loads(record.read_text()):
+        for key, value in logs.items():
+            if isinstance(value, (int, float)):  # what transformers writes as a scalar
+                expected.setdefault(step, {}).setdefault(f"train/{key}", _float32(value))
+    assert sorted(expected) == list(range(1, n + 1))  # logging_steps=1: every step
+    (run,) = reader.runs("follow")
+    detail = reader.run(run["id"])
+    assert (detail["status"], detail["last_step"]) == ("finished", n)
+    hp = detail["hyperparameters"]  # from the `args` text the TensorBoard callback wrote
+    assert hp["num_generations"] == 4 and hp["k_ref"] == 1 and hp["learning_rate"] == 5e-3
+    keys = sorted({k for m in expected.values() for k in m})
+    got = reader.series(run["id"], keys)
+    for key in keys:
+        want = {s: m[key] for s, m in expected.items() if key in m}
+        assert got[key] == pytest.approx(want, rel=1e-6), key
+    assert "train/reward" in keys and "train/entropy" in keys

@@ -1,0 +1,185 @@
+"""The plugin's log readers on small hand-written fixtures: exact values, detection, one clear
+error for each kind of broken file, and the incremental readers `follow` uses."""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from grposcope_trainer.logs import LogFormatError, detect, read_log
+from grposcope_trainer.logs.tail import open_tail
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "logs"
+
+
+def test_verl_console_log_steps_values_and_config() -> None:
+    data = read_log(FIXTURES / "verl_console.log")
+    assert data.fmt == "verl"
+    steps = data.steps()
+    assert sorted(steps) == [0, 1, 2, 3]  # banners, warnings, progress bars skipped
+    assert steps[0] == {"val-core/openai/gsm8k/reward/mean@1": 0.412}
+    assert steps[1]["actor/entropy"] == 0.6931  # np.float64(…) under numpy 2
+    assert steps[1]["actor/grad_norm"] == 0.25
+    assert steps[1]["critic/score/mean"] == 0.25 and steps[1]["actor/lr"] == 1e-06
+    assert math.isnan(steps[2]["response_length/mean"])  # kept: evidence
+    assert steps[3]["critic/score/mean"] == 0.5  # a coloured Ray prefix stripped
+    assert len(steps[1]) == 10
+    assert data.hyperparameters == {
+        "learning_rate": 1e-06, "optimizer": "adamw", "momentum": 0.9, "num_generations": 5,
+        "steps_per_generation": 4, "num_iterations": 1, "k_ref": 4, "correction": "is_clipped",
+        "batch_size": 1280, "epsilon": 0.2, "epsilon_high": 0.28, "beta": 0.001,
+        "loss_type": "token-mean", "model_name": "Qwen/Qwen2.5-0.5B-Instruct",
+    }  # fmt: skip
+    assert data.config["trainer"]["total_epochs"] == 15
+
+
+def test_json_lines_flattened_and_merged() -> None:
+    data = read_log(FIXTURES / "loop.jsonl")
+    steps = data.steps()
+    assert steps[1] == {"train/answer_reward": 0.125, "train/token_entropy": 0.9, "lr": 1e-05}
+    assert steps[2] == {"train/answer_reward": 0.25, "train/token_entropy": 0.85, "lr": 1e-05,
+                        "eval/answer_reward": 0.2}  # fmt: skip
+    assert math.isnan(steps[3]["train/token_entropy"]) and "done" not in steps[3]
+
+
+def test_trainer_state_and_its_max_steps() -> None:
+    data = read_log(FIXTURES / "trainer_state.json")
+    steps = data.steps()
+    assert [s["reward"] for s in steps.values()] == [0.1, 0.3, 0.6]
+    assert steps[3]["rewards/format/mean"] == 1.0 and steps[3]["train_runtime"] == 12.5
+    assert data.config == {"max_steps": 100}
+
+
+def test_tensorboard_directory_with_args_and_hparams(tmp_path: Path) -> None:
+    pytest.importorskip("tensorboard")
+    from tests.fixtures.tensorboard_logs import write_events
+
+    args = {
+        "learning_rate": 1e-6,
+        "optim": "adamw_torch",
+        "adam_beta1": 0.9,
+        "num_generations": 4,
+        "per_device_train_batch_size": 8,
+        "gradient_accumulation_steps": 2,
+        "steps_per_generation": 4,
+        "max_steps": 50,
+    }
+    write_events(tmp_path / "runs" / "a", [(1, {"train/reward": 0.5, "train/kl": 0.25}),
+                                           (2, {"train/reward": 0.75})], args=args)  # fmt: skip
+    write_events(tmp_path / "runs" / "b", [(3, {"train/reward": 1.0})],
+                 hparams={"curvature": 2.5, "note": "restart"})  # fmt: skip
+    assert detect(tmp_path) == "tensorboard"
+    data = read_log(tmp_path)
+    assert data.steps() == {1: {"train/reward": 0.5, "train/kl": 0.25},
+                            2: {"train/reward": 0.75}, 3: {"train/reward": 1.0}}  # fmt: skip
+    hp = data.hyperparameters
+    assert hp["learning_rate"] == 1e-6 and hp["momentum"] == 0.9 and hp["optimizer"] == "adamw"
+    assert hp["k_ref"] == 2 and hp["batch_size"] == 16 and hp["correction"] == "is_clipped"
+    assert hp["curvature"] == 2.5 and hp["note"] == "restart"
+    assert data.config["max_steps"] == 50
+    assert set(data.wall_times) == {1, 2, 3}
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "fmt", "match"),
+    [
+        ("bad.jsonl", '{"step": 1, "r": 1}\n{"step": 2, "r": \n', None, r"bad.jsonl:2: not a JSON"),
+        ("bad.jsonl", '{"step": 1, "r": 1}\n{"r": 2}\n', None, r":2: no whole step"),
+        ("bad.jsonl", '{"step": 1.5, "r": 1}\n{"step": 2}\n', None, r":1: no whole step"),
+        ("bad.jsonl", '[1, 2]\n{"step": 2}\n', "jsonl", r":1: a JSON list, not an object"),
+        ("verl.log", "Started a local Ray instance\nstep: - nothing\n", "verl", "no verl step"),
+        ("odd.txt", "hello\nworld\n", None, "cannot tell its format"),
+        ("empty.log", "", None, "is empty"),
+        ("a.csv", "step,reward\n1,0.5\n-2,0.7\n", None, r"step -2.0 is not a whole number"),
+        ("a.csv", "step,reward\n1.5,0.5\n", None, r"step 1.5 is not a whole number"),
+    ],
+)
+def test_broken_files(tmp_path: Path, name: str, text: str, fmt: str | None, match: str) -> None:
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(LogFormatError, match=match):
+        read_log(path, fmt).steps()
+
+
+def test_broken_tensorboard_logs(tmp_path: Path) -> None:
+    pytest.importorskip("tensorboard")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(LogFormatError, match="neither a trainer_state.json nor TensorBoard"):
+        read_log(tmp_path / "empty")
+    junk = tmp_path / "junk" / "events.out.tfevents.1.host"
+    junk.parent.mkdir()
+    junk.write_bytes(b"this is not a TFRecord file at all" * 10)
+    with pytest.raises(LogFormatError, match="no readable scalar"):
+        read_log(junk.parent)
+
+
+def test_line_tail_partial_lines_rotation_and_truncation(tmp_path: Path) -> None:
+    path = tmp_path / "train.log"
+    path.write_text("banner\nstep:1 - critic/score/mean:0.1\nstep:2 - critic/score/mean:0.")
+    tail = open_tail(path, "verl")
+    assert tail.poll().steps() == {1: {"critic/score/mean": 0.1}}  # step 2 not finished yet
+    with path.open("a") as fh:
+        fh.write("2\n")
+    assert tail.poll().steps() == {2: {"critic/score/mean": 0.2}}
+    assert tail.poll().rows == []
+    # rotation: the old file gets its last line, then is renamed; a new file starts
+    with path.open("a") as fh:
+        fh.write("step:3 - critic/score/mean:0.3\n")
+    os.rename(path, tmp_path / "train.log.1")
+    path.write_text("step:4 - critic/score/mean:0.4\n")
+    assert tail.poll().steps() == {3: {"critic/score/mean": 0.3}, 4: {"critic/score/mean": 0.4}}
+    # rewritten in place, shorter: read again from the start
+    path.write_text("step:5 - critic/score/mean:0.5\n")
+    assert tail.poll().steps() == {5: {"critic/score/mean": 0.5}}
+
+
+def test_line_tail_reads_verl_config_before_steps(tmp_path: Path) -> None:
+    path = tmp_path / "verl.log"
+    source = (FIXTURES / "verl_console.log").read_text()
+    cut = source.index("(TaskRunner pid=40871)                                  'ppo_epochs'")
+    path.write_text(source[:cut])
+    tail = open_tail(path, "verl")
+    assert tail.poll().hyperparameters == {}  # the config is not complete yet
+    with path.open("a") as fh:
+        fh.write(source[cut:])
+    data = tail.poll()
+    assert data.hyperparameters["k_ref"] == 4 and sorted(data.steps()) == [0, 1, 2, 3]
+
+
+def test_whole_file_tail_sends_only_new_rows(tmp_path: Path) -> None:
+    path = tmp_path / "trainer_state.json"
+    shutil.copy(FIXTURES / "trainer_state.json", path)
+    tail = open_tail(path, None)
+    assert sorted(tail.poll().steps()) == [1, 2, 3]
+    text = path.read_text().replace(
+        '{"step": 3, "train_runtime"',
+        '{"step": 4, "reward": 0.7},\n    {"step": 3, "train_runtime"',
+    )
+    path.write_text(text)
+    assert tail.poll().steps() == {4: {"reward": 0.7}}
+    path.write_text('{"log_history": [{"step": 5, "rew')  # caught mid-write
+    assert tail.poll().rows == []
+
+
+def test_an_output_directory_is_read_through_its_newest_checkpoint(tmp_path: Path) -> None:
+    import json
+
+    def save(step: int) -> None:
+        history = [{"step": s, "reward": s / 10} for s in range(1, step + 1)]
+        state = {"max_steps": 6, "log_history": history}
+        ckpt = tmp_path / f"checkpoint-{step}"
+        ckpt.mkdir()
+        (ckpt / "trainer_state.json").write_text(json.dumps(state))
+        os.utime(ckpt / "trainer_state.json", ns=(step * 10**9, step * 10**9))
+
+    save(2)
+    assert detect(tmp_path) == "trainer_state"
+    tail = open_tail(tmp_path, None)
+    assert tail.poll().steps() == {1: {"reward": 0.1}, 2: {"reward": 0.2}}
+    save(4)  # the next save: a new checkpoint holding the whole history
+    assert tail.poll().steps() == {3: {"reward": 0.3}, 4: {"reward": 0.4}}
+    assert sorted(read_log(tmp_path).steps()) == [1, 2, 3, 4]

@@ -1,0 +1,150 @@
+"""`grposcope import` of every format against a real server (SQLite and Postgres): exact values
+stored, hyperparameters read from the log, the key table used by the server, and bad files
+refused whole."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "logs"
+
+
+def cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "grposcope.cli.main", *args],
+                          capture_output=True, text=True, env={**os.environ, **env},
+                          timeout=180)  # fmt: skip
+
+
+def _client(server) -> tuple[dict[str, str], httpx.Client]:
+    token = server.token("ml", "writer")
+    env = {"GRPOSCOPE_URL": server.url, "GRPOSCOPE_TOKEN": token}
+    http = httpx.Client(base_url=server.url + "/api/v1",
+                        headers={"Authorization": f"Bearer {token}"}, timeout=30)  # fmt: skip
+    return env, http
+
+
+def _series(http: httpx.Client, run_id: int, *keys: str) -> dict[str, dict]:
+    got = http.get(f"/runs/{run_id}/series", params={"key": list(keys)}).json()["series"]
+    return {k: dict(zip(v["steps"], v["values"], strict=True)) for k, v in got.items()}
+
+
+def _verl_log(n: int) -> str:
+    """A longer verl console log in the fixture's shape: config, noise, n step lines."""
+    head = (FIXTURES / "verl_console.log").read_text().split("(TaskRunner pid=40871) step:0")[0]
+    lines = [head.rstrip("\n")]
+    for s in range(1, n + 1):
+        score = round(0.8 - 0.6 * math.exp(-s / 15), 4)
+        lines.append(f"(TaskRunner pid=40871) step:{s} - actor/entropy:{0.7 - s / 400:.4f} - "
+                     f"actor/ppo_kl:0.0 - actor/kl_loss:{s / 1e4:.5f} - actor/pg_clipfrac:0.002 - "
+                     f"actor/grad_norm:0.3 - actor/lr:1e-06 - critic/score/mean:{score} - "
+                     f"response_length/mean:{200 - s}.0")  # fmt: skip
+        if s % 10 == 0:
+            lines.append("(WorkerDict pid=41002) WARNING: a warning between steps")
+    return "\n".join(lines) + "\n"
+
+
+def test_verl_log_imports_with_hyperparameters_and_the_rules_read_its_series(
+    server, tmp_path: Path
+) -> None:
+    env, http = _client(server)
+    path = tmp_path / "verl_run.log"
+    path.write_text(_verl_log(80))
+    out = cli("import", str(path), "--project", "verl", "--json", env=env)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert got["format"] == "verl" and got["steps"] == 80 and got["name"] == "verl_run"
+    assert got["roles"]["reward"] == "critic/score/mean"
+    assert got["roles"]["entropy"] == "actor/entropy" and got["roles"]["kl"] == "actor/kl_loss"
+    run = http.get(f"/runs/{got['id']}").json()
+    hp = run["hyperparameters"]
+    assert hp["learning_rate"] == 1e-6 and hp["k_ref"] == 4 and hp["num_generations"] == 5
+    assert hp["correction"] == "is_clipped" and hp["momentum"] == 0.9
+    assert run["status"] == "finished"
+    stored = _series(http, got["id"], "critic/score/mean", "actor/entropy")
+    assert stored["critic/score/mean"][1] == round(0.8 - 0.6 * math.exp(-1 / 15), 4)
+    assert stored["actor/entropy"][80] == pytest.approx(0.5)
+    assert len(stored["critic/score/mean"]) == 80
+    # the server's rules find verl's side series through the same table
+    rules = {r["kind"]: r for r in http.get(f"/runs/{got['id']}/diagnostics").json()["rules"]}
+    for kind, rule in rules.items():
+        reason = (rule.get("reason") or "").lower()
+        assert "no entropy" not in reason and "no reward" not in reason, (kind, reason)
+
+
+def test_fixtures_import_with_exact_values(server, tmp_path: Path) -> None:
+    env, http = _client(server)
+    out = cli("import", str(FIXTURES / "loop.jsonl"), "--project", "loops", "--json", env=env)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert got["format"] == "jsonl" and got["steps"] == 3
+    assert got["roles"]["reward"] == "train/answer_reward"
+    assert got["roles"]["eval_reward"] == "eval/answer_reward"
+    assert got["hyperparameters"] == {"learning_rate": 1e-05}  # from the `lr` series
+    stored = _series(
+        http, got["id"], "train/answer_reward", "train/token_entropy", "eval/answer_reward"
+    )
+    assert stored["train/answer_reward"] == {1: 0.125, 2: 0.25, 3: 0.5}
+    assert stored["train/token_entropy"] == {1: 0.9, 2: 0.85, 3: "NaN"}
+    assert stored["eval/answer_reward"] == {2: 0.2}
+
+    hyper = json.dumps({"learning_rate": 3e-6, "k_ref": 2})
+    out = cli("import", str(FIXTURES / "trainer_state.json"), "--project", "trl", "--run",
+              "state", "--hyperparameters", hyper, "--json", env=env)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert got["hyperparameters"] == {"learning_rate": 3e-6, "k_ref": 2}  # the flag wins
+    run = http.get(f"/runs/{got['id']}").json()
+    assert run["config"]["max_steps"] == 100
+    assert _series(http, got["id"], "reward")["reward"] == {1: 0.1, 2: 0.3, 3: 0.6}
+
+
+def test_tensorboard_directory_imports(server, tmp_path: Path) -> None:
+    pytest.importorskip("tensorboard")
+    from tests.fixtures.tensorboard_logs import write_events
+
+    env, http = _client(server)
+    args = {"learning_rate": 2e-6, "optim": "adamw_torch", "adam_beta1": 0.9,
+            "num_generations": 4, "per_device_train_batch_size": 4, "max_steps": 3}  # fmt: skip
+    write_events(tmp_path / "tb" / "runs" / "x",
+                 [(s, {"train/reward": s / 4, "train/kl": s / 100}) for s in (1, 2, 3)],
+                 args=args)  # fmt: skip
+    out = cli("import", str(tmp_path / "tb"), "--project", "tb", "--json", env=env)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert got["format"] == "tensorboard" and got["roles"]["reward"] == "train/reward"
+    run = http.get(f"/runs/{got['id']}").json()
+    assert run["hyperparameters"]["learning_rate"] == 2e-6
+    assert run["hyperparameters"]["num_generations"] == 4
+    assert _series(http, got["id"], "train/reward")["train/reward"] == {1: 0.25, 2: 0.5, 3: 0.75}
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "extra", "message"),
+    [
+        ("half.jsonl", '{"step": 1, "r": 0.1}\n' * 600 + '{"step": 601, "r": oops}\n', [],
+         "half.jsonl:601: not a JSON object"),
+        ("steps.csv", "step,reward\n1,0.5\n2.5,0.6\n", [], "step 2.5 is not a whole number"),
+        ("empty.log", "", [], "is empty"),
+        ("verl.log", "no step lines at all\n", ["--format", "verl"], "no verl step line"),
+        ("ok.csv", "step,reward\n1,0.5\n", ["--hyperparameters", "{lr: 1}"], "not valid JSON"),
+        ("ok.csv", "step,reward\n1,0.5\n", ["--hyperparameters", "[1]"], "must be a JSON object"),
+    ],
+)  # fmt: skip
+def test_a_bad_file_is_refused_whole(
+    live_server, tmp_path: Path, name: str, text: str, extra: list[str], message: str
+) -> None:
+    env, http = _client(live_server)
+    path = tmp_path / name
+    path.write_text(text)
+    out = cli("import", str(path), "--project", "bad", *extra, env=env)
+    assert out.returncode == 2 and message in out.stderr, out.stderr
+    assert out.stderr.count("\n") == 1  # one line, no traceback
+    assert http.get("/runs").json()["total"] == 0  # nothing half-imported

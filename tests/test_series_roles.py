@@ -1,0 +1,115 @@
+"""The key table: its documentation, its resolution rules, and the real runs it must know."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from grposcope import series_roles
+from grposcope.diagnostics.data import rule_keys
+from grposcope_trainer.logs import read_log
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "log-formats.md"
+
+
+def test_the_documented_table_is_the_table() -> None:
+    text = DOC.read_text()
+    begin = text.index("<!-- roles:begin")
+    block = text[text.index("\n", begin) + 1 : text.index("<!-- roles:end -->")]
+    assert block == series_roles.markdown(), (
+        "docs/log-formats.md's key table differs from grposcope.series_roles: paste the output "
+        "of `python -m grposcope.series_roles` between the roles markers"
+    )
+    for framework in series_roles.TABLE:  # every alias is in the doc under its framework
+        section = block.split(f"### {framework.name}\n", 1)[1].split("\n### ", 1)[0]
+        for role, keys in framework.keys.items():
+            for key in keys:
+                assert f"`{key}`" in section, (framework.name, role, key)
+
+
+def test_each_framework_resolves_to_its_own_keys() -> None:
+    verl = ["critic/score/mean", "critic/rewards/mean", "actor/entropy", "actor/ppo_kl",
+            "actor/pg_clipfrac", "actor/grad_norm", "response_length/mean", "actor/lr",
+            "val-core/openai/gsm8k/reward/mean@1"]  # fmt: skip
+    assert series_roles.resolve(verl) == {
+        "reward": "critic/score/mean", "eval_reward": "val-core/openai/gsm8k/reward/mean@1",
+        "policy_kl": "actor/ppo_kl", "entropy": "actor/entropy",
+        "clip_fraction": "actor/pg_clipfrac", "grad_norm": "actor/grad_norm",
+        "completion_length": "response_length/mean", "learning_rate": "actor/lr",
+    }  # fmt: skip
+    tensorboard = [
+        "train/reward",
+        "train/kl",
+        "train/entropy",
+        "train/rewards/fmt/mean",
+        "train/rewards/fmt/std",
+        "train/frac_reward_zero_std",
+        "eval/reward",
+    ]
+    roles = series_roles.resolve(tensorboard)
+    assert roles["reward"] == "train/reward" and roles["eval_reward"] == "eval/reward"
+    assert roles["kl"] == "train/kl" and roles["zero_std_share"] == "train/frac_reward_zero_std"
+    assert series_roles.reward_components(tensorboard, "train/reward") == ["train/rewards/fmt/mean"]
+    # TRL's own names win over a loop's when both are there
+    assert series_roles.reward_key(["train/answer_reward", "reward"]) == "reward"
+    # the rules read the first present of each family, from the same table
+    assert rule_keys(verl, "critic/score/mean", None) == sorted(
+        [
+            "critic/score/mean",
+            "actor/entropy",
+            "actor/pg_clipfrac",
+            "actor/grad_norm",
+            "response_length/mean",
+        ]  # fmt: skip
+    )
+
+
+def test_eval_reward_prefers_the_same_leaf() -> None:
+    keys = ["train/answer_reward", "eval/answer_reward", "eval/reward", "eval/reward_std"]
+    assert series_roles.eval_reward_key(keys, "train/answer_reward") == "eval/answer_reward"
+    assert series_roles.eval_reward_key(keys[2:], "reward") == "eval/reward"
+    assert series_roles.eval_reward_key(["reward", "loss"], "reward") is None
+
+
+def test_unknown_role_is_an_error() -> None:
+    with pytest.raises(KeyError, match="unknown role"):
+        series_roles.role_keys("rewardz")
+
+
+# What a run "logged" of each quantity, judged loosely from its key names (independent of the
+# table): the table must then recognise it. Eval/test/timing keys and critic-side or
+# truncation "clip" ratios are not the quantity.
+_SKIP = re.compile(r"^(eval|val|test|timing|time/|critic/)|cliprange|coef|clipped_ratio|"
+                   r"(prompt|response)_length(_non_aborted)?/clip_ratio", re.I)  # fmt: skip
+_LOGGED = {
+    "kl": re.compile(r"(^|[/_ ])kl($|[/_ ])", re.I),
+    "entropy": re.compile(r"entropy", re.I),
+    "clip_fraction": re.compile(r"clipfrac|clip_fraction|clip_ratio", re.I),
+    "grad_norm": re.compile(r"grad_norm", re.I),
+    "completion_length": re.compile(
+        r"completion_length|completions/mean_length|"
+        r"response_length/mean|response.*len",
+        re.I,
+    ),  # fmt: skip
+}
+
+
+def test_every_real_run_imports_and_its_series_are_recognised(real_logs: Path) -> None:
+    paths = sorted(real_logs.glob("**/*.csv"))
+    assert len(paths) >= 50
+    unrecognised: list[str] = []
+    for path in paths:
+        data = read_log(path)
+        assert data.steps(), path.name  # imports: whole steps, at least one value
+        keys = {k for k in data.keys() if not _SKIP.search(k)}
+        roles = series_roles.resolve(data.keys())
+        if series_roles.find(data.keys(), "reward") is None:
+            unrecognised.append(f"{path.name}: reward (keys: {sorted(keys)[:12]})")
+        for role, pattern in _LOGGED.items():
+            logged = sorted(k for k in keys if pattern.search(k))
+            found = roles.get(role) or (roles.get("policy_kl") if role == "kl" else None)
+            if logged and found is None:
+                unrecognised.append(f"{path.name}: {role} (logged as {logged})")
+    assert not unrecognised, "not recognised by the key table:\n" + "\n".join(unrecognised)

@@ -1,0 +1,229 @@
+"""`follow PATH --project P [--run NAME] [--pid PID]`: stream a growing log to a server.
+
+For jobs that cannot be edited: point it at the trainer_state.json, TensorBoard log directory,
+verl console log or JSON-lines file a training job writes, and new steps go to the server live
+through the same `Run` the callback uses — the disk spool, the retries and the exactly-once
+delivery are the sender's. Installed with the plugin alone (`python -m grposcope_trainer
+follow`, `grposcope-trainer follow`; the server's CLI has it as `grposcope follow`); TensorBoard
+logs need the `tensorboard` extra.
+
+- The run key is derived from the path, project and name: following again (after a crash, a
+  reboot) resumes the same run, and the server keeps each (key, step) once.
+- The run is created once the first step is there, with the hyperparameters the log carries
+  (verl's printed config, TensorBoard's `args` text or hparams) merged under `--hyperparameters`.
+- It ends when the process `--pid` names exits, or after `--silence` seconds without a new
+  step (default 30 min without `--pid`); then it is marked finished. Interrupted (Ctrl-C,
+  SIGTERM), it sends what it has and marks the run failed; following again resumes it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from grposcope_trainer.logs import FORMATS, LogFormatError
+from grposcope_trainer.logs.tail import Tail, open_tail
+from grposcope_trainer.run import Run
+
+logger = logging.getLogger("grposcope_trainer")
+
+DEFAULT_SILENCE = 1800.0
+
+
+class _Stop(Exception):
+    """SIGTERM: stop following like Ctrl-C does."""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("path", help="trainer_state.json, TensorBoard log dir, verl log or JSON lines")
+    p.add_argument("--project", help="default: GRPOSCOPE_PROJECT or 'default'")
+    p.add_argument("--run", help="run name (default: GRPOSCOPE_RUN_NAME, else the log's name)")
+    p.add_argument("--pid", type=int, help="finish the run when this process exits")
+    p.add_argument(
+        "--silence",
+        type=float,
+        help=f"finish after this many seconds without a new step (default {DEFAULT_SILENCE:.0f} "
+        "without --pid, never with it)",
+    )
+    p.add_argument("--format", choices=FORMATS, help="skip detection (needed before PATH exists)")
+    p.add_argument("--hyperparameters", metavar="JSON", help="a JSON object; overrides the log's")
+    p.add_argument("--interval", type=float, default=0.2, help="seconds between polls")
+    p.add_argument("--url", help="default: GRPOSCOPE_URL")
+    p.add_argument("--token", help="default: GRPOSCOPE_TOKEN")
+    p.add_argument("--spool-dir", help="default: GRPOSCOPE_SPOOL_DIR or ~/.cache/grposcope/spool")
+
+
+def run_from_args(args: argparse.Namespace) -> int:
+    """The command: 0 when the run ended and everything was delivered, 1 when data is left
+    in the spool (the report says where), 2 for a usage error."""
+    try:
+        hyper = json.loads(args.hyperparameters) if args.hyperparameters else {}
+        if not isinstance(hyper, dict):
+            raise ValueError("--hyperparameters must be a JSON object")
+        silence = args.silence
+        if silence is None:
+            silence = 0.0 if args.pid else DEFAULT_SILENCE
+        follower = Follower(Path(args.path), fmt=args.format, project=args.project, name=args.run,
+                            pid=args.pid, silence=silence, interval=args.interval,
+                            hyperparameters=hyper, url=args.url, token=args.token,
+                            spool_dir=args.spool_dir)  # fmt: skip
+        return follower.follow()
+    except (ValueError, LogFormatError, FileNotFoundError) as exc:
+        sys.stderr.write(f"grposcope follow: error: {exc}\n")
+        return 2
+
+
+class Follower:
+    """Polls a log and logs its new steps to a `Run`; see the module docstring."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        fmt: str | None = None,
+        project: str | None = None,
+        name: str | None = None,
+        pid: int | None = None,
+        silence: float = DEFAULT_SILENCE,
+        interval: float = 0.2,
+        hyperparameters: dict[str, Any] | None = None,
+        url: str | None = None,
+        token: str | None = None,
+        spool_dir: str | None = None,
+        flush_timeout: float = 30.0,
+    ) -> None:
+        if interval <= 0:
+            raise ValueError(f"--interval must be > 0, got {interval}")
+        if not path.exists() and fmt is None:
+            raise FileNotFoundError(f"{path} does not exist yet; give --format to wait for it")
+        self.path = path
+        self.fmt = fmt
+        self.project = project or os.environ.get("GRPOSCOPE_PROJECT") or "default"
+        self.name = name or os.environ.get("GRPOSCOPE_RUN_NAME") or _default_name(path)
+        self.pid = pid
+        self.silence = silence
+        self.interval = interval
+        self.hyperparameters = hyperparameters or {}
+        self._url, self._token, self._spool_dir = url, token, spool_dir
+        self.flush_timeout = flush_timeout
+        self.run: Run | None = None
+        self.steps_sent = 0
+        self._tail: Tail | None = open_tail(path, fmt) if path.exists() else None
+
+    @property
+    def run_key(self) -> str:
+        """Stable across restarts of follow: the same log, project and name resume one run."""
+        ident = f"{self.path.resolve()}\x00{self.project}\x00{self.name}"
+        return "follow-" + hashlib.sha256(ident.encode()).hexdigest()[:32]
+
+    def follow(self) -> int:
+        previous = signal.getsignal(signal.SIGTERM)
+        if _main_thread():
+            signal.signal(signal.SIGTERM, _raise_stop)
+        last_new = time.monotonic()
+        status = "finished"
+        try:
+            while True:
+                if self.poll_once():
+                    last_new = time.monotonic()
+                if self.pid is not None and not _alive(self.pid):
+                    logger.info("grposcope: process %s exited; finishing the run", self.pid)
+                    self.poll_once()  # what it wrote last
+                    break
+                if self.silence > 0 and time.monotonic() - last_new >= self.silence:
+                    logger.info("grposcope: no new step for %.0f s; finishing", self.silence)
+                    break
+                time.sleep(self.interval)
+        except (KeyboardInterrupt, _Stop):
+            status = "failed"
+            self.poll_once()
+        finally:
+            if _main_thread():
+                signal.signal(signal.SIGTERM, previous)
+        return self.finish(status)
+
+    def poll_once(self) -> int:
+        """Read what the log gained and log it; returns the number of new steps."""
+        if self._tail is None:
+            if not self.path.exists():
+                return 0
+            self._tail = open_tail(self.path, self.fmt)
+        data = self._tail.poll()
+        if not data.rows:
+            return 0
+        if self.run is None:
+            self.run = self._start(data.hyperparameters, data.config)
+        steps = data.steps()
+        for step, metrics in steps.items():
+            self.run.log(step, metrics, wall_time=data.wall_times.get(step))
+        self.steps_sent += len(steps)
+        return len(steps)
+
+    def _start(self, found: dict[str, Any], config: dict[str, Any]) -> Run:
+        hyper = {**found, **self.hyperparameters}
+        logger.info("grposcope: following %s as run %r (project %r)", self.path, self.name,
+                    self.project)  # fmt: skip
+        return Run(
+            project=self.project,
+            name=self.name,
+            run_key=self.run_key,
+            hyperparameters=hyper,
+            config={**config, "followed": str(self.path)},
+            flush_timeout=self.flush_timeout,
+            batch_interval=0.1,
+            max_backoff=5.0,  # a restarted server gets the backlog within seconds
+            url=self._url,
+            token=self._token,
+            spool_dir=self._spool_dir,
+        )
+
+    def finish(self, status: str) -> int:
+        if self.run is None:
+            logger.warning("grposcope: %s never had a step; no run was created", self.path)
+            return 0
+        report = self.run.finish(status)
+        sys.stdout.write(f"{report.message}\n")
+        return 0 if report.delivered else 1
+
+
+def _default_name(path: Path) -> str:
+    if path.name == "trainer_state.json":
+        return path.parent.name
+    return path.name if path.is_dir() else path.stem
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process, still there
+    return _not_zombie(pid)
+
+
+def _not_zombie(pid: int) -> bool:
+    """An exited child of ours stays a zombie until reaped: read its state where /proc is."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            return fh.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def _main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
+
+
+def _raise_stop(signum: int, frame: Any) -> None:
+    raise _Stop()

@@ -1,0 +1,111 @@
+"""Log readers: a finished or growing training log as (step, key, value) rows.
+
+Formats (`FORMATS`), detected from the content (`detect`), or forced:
+
+- ``trainer_state``: a Hugging Face ``trainer_state.json`` (or a checkpoint directory holding one)
+- ``csv``: a CSV with a ``step`` column
+- ``jsonl``: JSON lines, one object with a step per line
+- ``verl``: verl's console log (``step:N - key:value - …``)
+- ``tensorboard``: a TensorBoard event file or log directory (needs the ``tensorboard`` extra)
+
+Used by ``grposcope import`` and ``grposcope fit`` on the server side and by ``follow`` here;
+only the standard library (and TensorBoard's reader for event files).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from grposcope_trainer.logs import tensorboard, textlogs, verl
+from grposcope_trainer.logs.data import LogData, LogFormatError
+
+__all__ = ["FORMATS", "LogData", "LogFormatError", "detect", "read_log"]
+
+FORMATS = ("trainer_state", "csv", "jsonl", "verl", "tensorboard")
+_SNIFF_BYTES = 1 << 20
+
+
+def detect(path: Path) -> str:
+    """The format of `path`, from what it holds (names only break ties); LogFormatError when
+    it is none of them."""
+    if path.is_dir():
+        if (path / "trainer_state.json").is_file():
+            return "trainer_state"
+        if tensorboard.event_files(path):
+            return "tensorboard"
+        if trainer_state_file(path) is not None:
+            return "trainer_state"
+        raise LogFormatError(
+            f"{path} is a directory with neither a trainer_state.json nor TensorBoard event files"
+        )
+    if tensorboard.is_event_file(path):
+        return "tensorboard"
+    with path.open("rb") as fh:
+        head = fh.read(_SNIFF_BYTES).decode("utf-8", errors="replace")
+    if not head.strip():
+        raise LogFormatError(f"{path} is empty")
+    lines = [ln for ln in head.splitlines() if ln.strip()]
+    first = lines[0].lstrip()
+    if first.startswith("{") and _is_json_object(first) and len(lines) > 1:
+        return "jsonl"
+    if head.lstrip().startswith("{") and ('"log_history"' in head or path.suffix == ".json"):
+        return "trainer_state"
+    if first.startswith("{") and _is_json_object(first):
+        return "jsonl"
+    if any(verl.parse_line(ln) for ln in lines):
+        return "verl"
+    if "step" in (cell.strip() for cell in first.split(",")):
+        return "csv"
+    if path.suffix.lower() in (".json", ".csv"):  # let its reader say what is wrong
+        return "trainer_state" if path.suffix.lower() == ".json" else "csv"
+    raise LogFormatError(
+        f"{path}: cannot tell its format (not a trainer_state.json, a CSV with a 'step' "
+        f"column, JSON lines, a verl console log or a TensorBoard event file); "
+        f"force one with --format ({', '.join(FORMATS)})"
+    )
+
+
+def trainer_state_file(directory: Path) -> Path | None:
+    """The newest trainer_state.json of an output or checkpoint directory: its own, or that of
+    its latest `checkpoint-N/` (transformers writes one per save, each with the whole history)."""
+    candidates = [
+        directory / "trainer_state.json",
+        *directory.glob("checkpoint-*/trainer_state.json"),
+    ]
+    found = []
+    for c in candidates:
+        try:
+            found.append((c.stat().st_mtime_ns, c))
+        except OSError:
+            continue
+    return max(found)[1] if found else None
+
+
+def _is_json_object(line: str) -> bool:
+    try:
+        return isinstance(json.loads(line), dict)
+    except json.JSONDecodeError:
+        return False
+
+
+def read_log(path: str | Path, fmt: str | None = None) -> LogData:
+    """The whole log at `path`, validated: a LogFormatError names the first problem, so
+    nothing is sent from a file that is bad further down."""
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(f"no such file: {p}")
+    fmt = fmt or detect(p)
+    if fmt not in FORMATS:
+        raise LogFormatError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
+    if fmt == "tensorboard":
+        return tensorboard.read(p, str(p))
+    if p.is_dir():
+        candidate = trainer_state_file(p)
+        if fmt != "trainer_state" or candidate is None:
+            raise LogFormatError(f"{p} is a directory without a trainer_state.json")
+        p = candidate
+    text = p.read_text(encoding="utf-8", errors="replace")
+    readers = {"trainer_state": textlogs.read_trainer_state, "csv": textlogs.read_csv,
+               "jsonl": textlogs.read_jsonl, "verl": verl.read}  # fmt: skip
+    return readers[fmt](text, str(p))

@@ -1,0 +1,69 @@
+"""What a log reader returns: logged values by step, plus what the source says about the run.
+
+Readers never judge which key is the reward (the server's key table does that) and keep every
+key exactly as logged; they only turn a file into (step, key, value) rows.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from grposcope_trainer.config import MAX_STEP
+
+Row = tuple[float, str, float]  # (step, key, value); a CSV may hold fractional steps
+
+
+class LogFormatError(ValueError):
+    """The file is not a log of the format asked for (the message says where and why)."""
+
+
+@dataclass
+class LogData:
+    """A whole log read at once (import, fit) or the new part of a growing one (follow)."""
+
+    fmt: str
+    rows: list[Row] = field(default_factory=list)
+    hyperparameters: dict[str, Any] = field(default_factory=dict)  # POST /runs's object
+    config: dict[str, Any] = field(default_factory=dict)  # e.g. max_steps, the source's own
+    wall_times: dict[int, float] = field(default_factory=dict)  # when a step was written
+
+    def add(self, step: float, key: str, value: float) -> None:
+        self.rows.append((step, key, value))
+
+    def keys(self) -> set[str]:
+        return {key for _, key, _ in self.rows}
+
+    def steps(self) -> dict[int, dict[str, float]]:
+        """{step: {key: value}} for ingest, steps ascending; several values of one key at one
+        step (a resumed run re-logging it) are averaged. Steps must be whole numbers from 0 to
+        2**63-1 (the API's): anything else is a LogFormatError naming the first bad step."""
+        sums: dict[int, dict[str, list[float]]] = {}
+        for step, key, value in self.rows:
+            whole = _whole_step(step)
+            sums.setdefault(whole, {}).setdefault(key, []).append(value)
+        return {s: {k: _mean(v) for k, v in sums[s].items()} for s in sorted(sums)}
+
+
+def _whole_step(step: float) -> int:
+    if not math.isfinite(step) or step != int(step) or not 0 <= step <= MAX_STEP:
+        raise LogFormatError(f"step {step!r} is not a whole number from 0 to 2**63-1")
+    return int(step)
+
+
+def _mean(values: list[float]) -> float:
+    if len(values) == 1:
+        return values[0]
+    return math.fsum(values) / len(values)
+
+
+def number(value: Any) -> float | None:
+    """A logged value as a float (NaN and ±inf kept: they are evidence), or None when it is not
+    a number (strings, lists, booleans are not metrics)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        return float(value)
+    except OverflowError:  # an int beyond a float: +-inf says what it was
+        return math.inf if value > 0 else -math.inf

@@ -1,0 +1,195 @@
+"""Incremental readers for `follow`: each `poll()` returns the rows written since the last.
+
+- Line logs (verl console, JSON lines): read from the last offset; a line is taken only once
+  its newline is written. A file replaced under the same name (log rotation) is drained to its
+  end, then the new one is read from its start; a file truncated in place is read again from
+  its start (the server keeps each (key, step) once, so nothing is stored twice).
+- Whole-file logs (trainer_state.json, CSV), rewritten in full at every save: read again when
+  their size or mtime changes, and only rows not returned before are returned; a file caught
+  half-written is read at the next poll.
+- TensorBoard: `tensorboard.TensorBoardTail`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import IO, Any, Protocol
+
+from grposcope_trainer.logs import detect, tensorboard, textlogs, trainer_state_file, verl
+from grposcope_trainer.logs.data import LogData, LogFormatError
+
+logger = logging.getLogger("grposcope_trainer")
+
+HEAD_BYTES = 256
+FOLLOWABLE = ("trainer_state", "csv", "jsonl", "verl", "tensorboard")
+
+
+class Tail(Protocol):
+    """What `follow` needs of a growing log."""
+
+    def poll(self) -> LogData: ...
+
+
+def open_tail(path: Path, fmt: str | None) -> Tail:
+    """The incremental reader for `path` (its format detected when it exists, else `fmt`)."""
+    if fmt is None:
+        fmt = detect(path)
+    if fmt == "tensorboard":
+        return tensorboard.TensorBoardTail(path)
+    if fmt in ("jsonl", "verl"):
+        return LineTail(path, fmt)
+    if fmt in ("trainer_state", "csv"):
+        return WholeFileTail(path, fmt)
+    raise LogFormatError(f"cannot follow format {fmt!r}; expected one of {', '.join(FOLLOWABLE)}")
+
+
+class LineTail:
+    """A verl console log or a JSON-lines file, read line by line as it grows."""
+
+    def __init__(self, path: Path, fmt: str) -> None:
+        self.path = path
+        self.fmt = fmt
+        self._fh: IO[bytes] | None = None
+        self._partial = b""
+        self._line_no = 0
+        self._head = b""  # the file's first bytes: a file rewritten in place no longer has them
+        self._config_lines: list[str] | None = None
+        self._depth = 0
+        self._warned = False
+        self.config: dict[str, Any] = {}
+        self.hyperparameters: dict[str, Any] = {}
+
+    def poll(self) -> LogData:
+        out = LogData(self.fmt)
+        if self._fh is None and not self._open(0):
+            return out
+        assert self._fh is not None
+        if self._rewritten():
+            logger.info("grposcope: %s was truncated or rewritten; reading it again", self.path)
+            self._fh.seek(0)
+            self._partial, self._line_no, self._head = b"", 0, b""
+        self._read_to_end(out)
+        self._follow_rotation(out)
+        out.config, out.hyperparameters = dict(self.config), dict(self.hyperparameters)
+        return out
+
+    def _open(self, offset: int) -> bool:
+        try:
+            self._fh = self.path.open("rb")
+        except OSError:
+            return False
+        self._fh.seek(offset)
+        self._partial, self._line_no, self._head = b"", 0, b""
+        return True
+
+    def _read_to_end(self, out: LogData) -> None:
+        assert self._fh is not None
+        start = self._fh.tell()
+        chunk = self._fh.read()
+        if not chunk:
+            return
+        if start < HEAD_BYTES:
+            self._head = (self._head + chunk)[:HEAD_BYTES]
+        lines = (self._partial + chunk).split(b"\n")
+        self._partial = lines.pop()  # the last line is complete only once its newline is there
+        for raw in lines:
+            self._line_no += 1
+            self._take(raw.decode("utf-8", errors="replace"), out)
+
+    def _follow_rotation(self, out: LogData) -> None:
+        assert self._fh is not None
+        try:
+            on_disk = os.stat(self.path)
+        except OSError:
+            return  # moved away, not yet replaced: keep the old handle for now
+        mine = os.fstat(self._fh.fileno())
+        if (on_disk.st_ino, on_disk.st_dev) != (mine.st_ino, mine.st_dev):
+            logger.info("grposcope: %s was replaced (rotated); reading the new file", self.path)
+            self._fh.close()
+            if self._open(0):
+                self._read_to_end(out)
+
+    def _rewritten(self) -> bool:
+        """The file we hold is shorter than what we read, or its first bytes changed: it was
+        written again from the start (checked before reading on, so no half line is taken)."""
+        assert self._fh is not None
+        fd = self._fh.fileno()
+        if os.fstat(fd).st_size < self._fh.tell():
+            return True
+        return bool(self._head) and os.pread(fd, len(self._head), 0) != self._head
+
+    def _take(self, line: str, out: LogData) -> None:
+        if self.fmt == "jsonl":
+            try:
+                got = textlogs.parse_json_line(line, f"{self.path}:{self._line_no}")
+            except LogFormatError as exc:
+                if not self._warned:
+                    self._warned = True
+                    logger.warning("grposcope: skipping a line: %s (later ones not reported)", exc)
+                return
+        else:
+            if self._verl_config(line):
+                return
+            got = verl.parse_line(line)
+        if got is not None:
+            step, metrics = got
+            for key, value in metrics.items():
+                out.add(step, key, value)
+
+    def _verl_config(self, line: str) -> bool:
+        """Collect verl's printed config (before the first step); True for its lines."""
+        text = verl.clean(line)
+        if self._config_lines is None:
+            if self.config or not verl.is_config_start(text):
+                return False
+            self._config_lines, self._depth = [], 0
+        self._config_lines.append(text)
+        self._depth += verl.brace_balance(text)
+        if self._depth <= 0:
+            self.config = verl.parse_config("\n".join(self._config_lines))
+            self.hyperparameters = verl.hyperparameters_from_config(self.config)
+            self._config_lines = None
+        return True
+
+
+class WholeFileTail:
+    """A trainer_state.json or CSV, read again whenever it changes."""
+
+    def __init__(self, path: Path, fmt: str) -> None:
+        self.path = path
+        self.fmt = fmt
+        self._stamp: tuple[int, int, int] | None = None
+        self._seen: set[tuple[float, str]] = set()
+        self._config: dict[str, Any] = {}
+
+    def poll(self) -> LogData:
+        out = LogData(self.fmt)
+        path = self.path
+        if path.is_dir():  # an output directory: its newest checkpoint's trainer_state.json
+            path = trainer_state_file(path) or path / "trainer_state.json"
+        try:
+            st = os.stat(path)
+        except OSError:
+            return out
+        stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
+        if stamp == self._stamp:
+            out.config = dict(self._config)
+            return out
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+            reader = (
+                textlogs.read_trainer_state if self.fmt == "trainer_state" else textlogs.read_csv
+            )
+            data = reader(text, str(path))
+        except (OSError, LogFormatError):
+            return out  # caught mid-write: the next poll reads it again
+        self._stamp = stamp
+        self._config = {k: v for k, v in data.config.items() if k != "columns"}
+        for step, key, value in data.rows:
+            if (step, key) not in self._seen:
+                self._seen.add((step, key))
+                out.add(step, key, value)
+        out.config = dict(self._config)
+        return out
