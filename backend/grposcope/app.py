@@ -5,13 +5,16 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from http import HTTPStatus
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError, OperationalError
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match, Mount
 
 from grposcope import __version__
@@ -20,6 +23,7 @@ from grposcope.accounts.endpoints import router as accounts_router
 from grposcope.alerts.endpoints import router as alerts_router
 from grposcope.api import accesslog, dberrors
 from grposcope.api.guard import BodyGuard
+from grposcope.api.responses import declare_errors
 from grposcope.config import Settings
 from grposcope.db import make_engine, make_session_factory, migrate
 from grposcope.errors import GrposcopeError, MethodNotAllowed, RouteNotFound
@@ -69,6 +73,7 @@ def create_app(settings: Settings | None = None, *, migrate_on_start: bool = Tru
     # One token cache per app: its request threads and its body guard share it.
     app.state.principal_cache = PrincipalCache(settings.token_cache_s)
     _install_error_handlers(app)
+    _declare_errors_in_openapi(app)
     app.include_router(api_router(), prefix=API_PREFIX)
     # Last among the API routes and before the dashboard's catch-all mount at /: an unknown
     # path or method under /api (/api/v1, another version, a doubled /api/v1/api/v1) is a JSON
@@ -108,11 +113,18 @@ def api_router() -> APIRouter:
     # Every router is imported plainly at the top: a broken install fails at start-up, loudly,
     # instead of serving an API with endpoints missing.
     router = APIRouter()
-    router.add_api_route("/health", health, methods=["GET"], tags=["health"])
+    router.add_api_route("/health", health, methods=["GET"], tags=["health"],
+                         response_model=Health)  # fmt: skip
     for sub in (fits_router, alerts_router, accounts_router, runs_router, ingest_router,
                 metrics_router):  # fmt: skip
         router.include_router(sub)
     return router
+
+
+class Health(BaseModel):
+    status: str = Field(description="ok")
+    database: str = Field(description="The database dialect: sqlite | postgresql.")
+    version: str
 
 
 def health(request: Request) -> dict[str, Any]:
@@ -142,6 +154,18 @@ def mount_dashboard(app: FastAPI, settings: Settings) -> None:
     mount(app, settings)
 
 
+def _declare_errors_in_openapi(app: FastAPI) -> None:
+    """The published schema declares every operation's error responses (api/responses.py)."""
+    default = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        fresh = app.openapi_schema is None
+        schema = default()
+        return declare_errors(schema) if fresh else schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
 def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(GrposcopeError)
     async def _app_error(_: Request, exc: GrposcopeError) -> JSONResponse:
@@ -153,6 +177,13 @@ def _install_error_handlers(app: FastAPI) -> None:
         detail = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in errors[:5])
         body = {"error": "ValidationError", "detail": detail, "errors": errors}
         return JSONResponse(body, status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        # FastAPI's own refusals (a body that is not JSON: 400) in the one error shape too.
+        name = HTTPStatus(exc.status_code).phrase.replace(" ", "").replace("-", "")
+        body = {"error": name, "detail": str(exc.detail)}
+        return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
 
     @app.exception_handler(OperationalError)
     @app.exception_handler(DBAPIError)

@@ -22,6 +22,7 @@ from grposcope.diagnostics.data import SuppliedMargin
 from grposcope.dynamics.continuum import CORRECTIONS, OPTIMIZERS, Hyper
 from grposcope.dynamics.edges import report
 from grposcope.dynamics.noise import Sampling
+from grposcope.dynamics.smoothing import smoothing_width
 from grposcope.errors import RunNotFound
 from grposcope.logfiles import guess_reward_key
 from grposcope.models import Run
@@ -65,18 +66,6 @@ def hyper_for(run: Run) -> Hyper | None:
     except ValueError as exc:
         log.info("run %s: no constrained fit (%s)", run.id, exc)
         return None
-
-
-def normalise_optimizer(name: str) -> str:
-    """Map the many spellings (adamw_torch, adamw_8bit, paged_adamw_32bit, SGD) to our three."""
-    lowered = name.lower()
-    if "adamw" in lowered:
-        return "adamw"
-    if "adam" in lowered:
-        return "adam"
-    if "sgd" in lowered:
-        return "sgd"
-    return lowered[:40]
 
 
 def total_steps(run: Run) -> int | None:
@@ -129,7 +118,7 @@ def _rise_end(values: np.ndarray) -> int:
     v = values[np.isfinite(values)]
     if v.size < 6:
         return max(v.size - 1, 0)
-    width = max(3, v.size // 20)
+    width = smoothing_width(v.size)
     smooth = np.convolve(v, np.ones(width) / width, mode="valid")
     start = smooth[0]
     end = np.mean(smooth[-max(1, smooth.size // 4) :])

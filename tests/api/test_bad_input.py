@@ -22,6 +22,17 @@ def test_malformed_json_is_422_with_a_message(api):
     assert "json" in str(response.json()["errors"]).lower()
 
 
+@pytest.mark.parametrize("path", ["/api/v1/runs", "/api/v1/teams"])
+def test_a_body_that_is_not_json_is_400_in_the_one_error_shape(api, path):
+    """FastAPI's own refusal of an unparsable body ({"detail": ...} by default) comes in the
+    shape every other error has, as the OpenAPI document declares (ErrorBody)."""
+    response = api.client.post(path, content=b"\xff\xfe{", headers={
+        **api.headers(api.admin), "Content-Type": "application/json"})  # fmt: skip
+    assert response.status_code == 400, response.text
+    body = response.json()
+    assert body["error"] == "BadRequest" and isinstance(body["detail"], str) and body["detail"]
+
+
 @pytest.mark.parametrize(
     "record, where",
     [

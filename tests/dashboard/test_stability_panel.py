@@ -43,3 +43,13 @@ def test_a_supplied_curvature_gives_its_margins_before_any_fit():
     with_fit = repr(run_panels.stability(_fit(), supplied))
     assert "supplied curvature" in with_fit and "No fit yet" not in with_fit
     assert "supplied" not in repr(run_panels.stability(None))
+
+
+def test_the_margins_say_which_learning_rate_they_were_computed_at():
+    warmup = {"margin_exact": 0.05, "lr": 5e-6, "lr_measured_at": 1e-6, "K": 3.0}
+    text = repr(run_panels.stability(_fit(constrained=warmup)))
+    assert "at learning rate 5.00e-06" in text and "K read at 1.00e-06" in text
+    constant = repr(run_panels.stability(_fit(constrained={**warmup, "lr_measured_at": 5e-6})))
+    assert "at learning rate 5.00e-06" in constant and "K read at" not in constant
+    legacy = repr(run_panels.stability(_fit(constrained={"margin_exact": 0.05, "K": 3.0})))
+    assert "at learning rate" not in legacy  # a snapshot stored before `lr` was recorded

@@ -54,6 +54,9 @@ def test_cli_json_and_the_stored_snapshot_agree_key_for_key(api, tmp_path, capsy
     assert con["lr"] == con["lr_measured_at"] == HYPER["learning_rate"]
     assert con["hyperparameters"]["lr"] == con["lr"]
     assert stored["schema_version"] == SCHEMA_VERSION
+    detail = api.client.get(f"/api/v1/runs/{run['id']}", headers=api.headers(api.viewer))
+    assert detail.json()["fit"] == stored  # `runs show --json` serves the same snapshot
+    assert "prediction" not in stored  # a section that does not apply is absent, not null
 
 
 # A snapshot as the worker stored it before `schema_version` (trimmed forecast, real keys).

@@ -65,7 +65,7 @@ def k_ref(args: Any) -> int:
 
 
 def optimizer_info(args: Any, optimizer: Any = None) -> tuple[str, float | None, str]:
-    """(normalised name adamw|adam|sgd|other, momentum μ, raw name).
+    """(normalised name adamw|adam|sgd|another name, momentum μ, raw name).
 
     The live optimizer object wins over `args.optim` (a custom optimizer passed to the
     trainer is what actually runs). μ is β1 for Adam-type optimizers (the EMA of the first
@@ -79,9 +79,9 @@ def optimizer_info(args: Any, optimizer: Any = None) -> tuple[str, float | None,
         group = inner.param_groups[0]
         betas = group.get("betas")
         momentum = betas[0] if betas else group.get("momentum")
-        return _normalise(raw), _float(momentum), raw
+        return normalise_optimizer(raw), _float(momentum), raw
     raw = str(getattr(getattr(args, "optim", None), "value", getattr(args, "optim", "")) or "")
-    name = _normalise(raw)
+    name = normalise_optimizer(raw)
     if name in ("adamw", "adam"):
         return name, _float(getattr(args, "adam_beta1", None)), raw
     if name == "sgd":
@@ -143,15 +143,19 @@ def model_info(model: Any) -> dict[str, Any]:
     return {"model_name": label[:300], "model_params": n_params}
 
 
-def _normalise(raw: str) -> str:
-    low = raw.lower()
+def normalise_optimizer(name: str) -> str:
+    """Map the many spellings (adamw_torch, adamw_8bit, paged_adamw_32bit, AdamW, SGD) to
+    adamw | adam | sgd; any other name lower-cased (at most 40 characters, the server's column).
+
+    The one rule: the server normalises what any client sends with this same function."""
+    low = name.lower()
     if "adamw" in low:
         return "adamw"
     if "adam" in low:
         return "adam"
     if "sgd" in low:
         return "sgd"
-    return "other"
+    return low[:40]
 
 
 def _optim_arg(args: Any, key: str, default: float) -> float:

@@ -17,6 +17,24 @@ from grposcope.models import Project, Run, Team
 router = APIRouter(tags=["accounts"])
 
 
+class Me(BaseModel):
+    team: str
+    role: str = Field(description="writer | viewer | admin")
+    name: str
+
+
+class TeamOut(BaseModel):
+    id: int
+    name: str
+
+
+class ProjectOut(BaseModel):
+    id: int
+    name: str
+    team: str
+    n_runs: int
+
+
 class TeamCreate(BaseModel):
     name: Text = Field(min_length=1, max_length=200)
 
@@ -43,26 +61,26 @@ class TokenCreated(TokenOut):
     token: str = Field(description="The secret (`gs_…`); shown only in this response.")
 
 
-@router.get("/me")
+@router.get("/me", response_model=Me)
 def me(principal: PrincipalDep) -> dict[str, Any]:
     """Who the calling token is."""
     return {"team": principal.team, "role": principal.role, "name": principal.name}
 
 
-@router.get("/teams")
+@router.get("/teams", response_model=list[TeamOut])
 def list_teams(session: SessionDep, _: PrincipalDep) -> list[dict[str, Any]]:
     """Every team."""
     return [{"id": t.id, "name": t.name} for t in service.list_teams(session)]
 
 
-@router.post("/teams", status_code=201)
+@router.post("/teams", response_model=TeamOut, status_code=201)
 def create_team(body: TeamCreate, session: SessionDep, _: AdminDep) -> dict[str, Any]:
     """Create a team (admin)."""
     team = service.create_team(session, service.validate_name(body.name, "team"))
     return {"id": team.id, "name": team.name}
 
 
-@router.get("/projects")
+@router.get("/projects", response_model=list[ProjectOut])
 def list_projects(
     session: SessionDep, _: PrincipalDep, team: Text | None = None
 ) -> list[dict[str, Any]]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Query, Response
 
 from grposcope.alerts import service
 from grposcope.alerts.kinds import alert_kinds, rule_params
@@ -13,6 +13,7 @@ from grposcope.alerts.schemas import (
     AlertList,
     AlertOut,
     DeliveryList,
+    Diagnostics,
     RuleIn,
     RuleList,
     RuleOut,
@@ -21,7 +22,7 @@ from grposcope.alerts.schemas import (
     WebhookOut,
 )
 from grposcope.api.deps import AdminDep, PrincipalDep, SessionDep, SettingsDep
-from grposcope.api.types import Int64, Text
+from grposcope.api.types import INT64_MAX, Int64, Text
 
 router = APIRouter(tags=["alerts"])
 
@@ -49,8 +50,8 @@ def list_alerts(
     project: Text | None = None,
     run_id: Int64 | None = None,
     severity: Text | None = None,
-    limit: Int64 = 50,
-    offset: Int64 = 0,
+    limit: int = Query(50, ge=1, le=1000),
+    offset: int = Query(0, ge=0, le=INT64_MAX),
 ) -> dict[str, Any]:
     """Alerts of every team, most recently updated first."""
     filters = {"state": state, "kind": kind, "team": team, "project": project,
@@ -99,13 +100,14 @@ def delete_webhook(webhook_id: Int64, session: SessionDep, principal: AdminDep) 
 
 @router.get("/webhooks/{webhook_id}/deliveries", response_model=DeliveryList)
 def deliveries(
-    webhook_id: Int64, session: SessionDep, principal: AdminDep, limit: Int64 = 100
-) -> dict[str, Any]:
+    webhook_id: Int64, session: SessionDep, principal: AdminDep,
+    limit: int = Query(100, ge=1, le=1000),
+) -> dict[str, Any]:  # fmt: skip
     """The delivery log of a webhook, newest first (admin)."""
     return service.deliveries(session, principal, webhook_id, limit)
 
 
-@router.get("/runs/{run_id}/diagnostics")
+@router.get("/runs/{run_id}/diagnostics", response_model=Diagnostics)
 def diagnostics(
     run_id: Int64, session: SessionDep, _: PrincipalDep, settings: SettingsDep
 ) -> dict[str, Any]:

@@ -116,3 +116,17 @@ class DeliveryOut(BaseModel):
 
 class DeliveryList(BaseModel):
     items: list[DeliveryOut]
+
+
+class RuleStatus(BaseModel):
+    kind: str = Field(description="The alert kind the rule raises.")
+    status: Literal["ok", "firing", "unavailable"]
+    reason: str = Field(description="Why (for unavailable: what the rule lacks).")
+    severity: Severity | None = None
+    message: str = ""
+    evidence: dict[str, Any] = Field(default_factory=dict)
+
+
+class Diagnostics(BaseModel):
+    run_id: int
+    rules: list[RuleStatus]

@@ -16,7 +16,7 @@ from grposcope.alerts.schemas import RuleIn, WebhookIn
 from grposcope.db import count_rows
 from grposcope.diagnostics.params import KINDS, defaults, effective_params, validate_params
 from grposcope.errors import InvalidInput, NotFound, ProjectNotFound
-from grposcope.models import Alert, AlertRule, Project, Run, Webhook, utcnow
+from grposcope.models import Alert, AlertRule, Project, Run, Team, Webhook, utcnow
 from grposcope.runs import service as runs
 
 STATES = ("open", "acknowledged", "resolved")
@@ -139,8 +139,6 @@ def webhook_out(session: Session, hook: Webhook, with_secret: bool = False) -> d
 
 
 def _team_name(session: Session, team_id: int) -> str:
-    from grposcope.models import Team
-
     team = session.get(Team, team_id)
     return team.name if team else ""
 

@@ -7,6 +7,8 @@ import os
 import sys
 from typing import Any
 
+from grposcope.dynamics.fit_result import finite
+
 
 class CliError(Exception):
     """An error the user can fix; printed as one line, exit code non-zero, no traceback."""
@@ -17,23 +19,11 @@ class CliError(Exception):
 
 
 def print_json(payload: Any) -> None:
-    """Print JSON for tools; non-finite floats become the strings the API uses."""
-    json.dump(_finite(payload), sys.stdout, indent=2, sort_keys=False)
+    """Print JSON for tools. A non-finite number the model computed is null (`finite`, the
+    convention of every fit, what-if and stability answer); metric values from the API arrive
+    already in the API's form ("NaN", "Infinity", "-Infinity" for the values a run logged)."""
+    json.dump(finite(payload), sys.stdout, indent=2, sort_keys=False, allow_nan=False)
     sys.stdout.write("\n")
-
-
-def _finite(value: Any) -> Any:
-    if isinstance(value, float):
-        if value != value:
-            return "NaN"
-        if value in (float("inf"), float("-inf")):
-            return "Infinity" if value > 0 else "-Infinity"
-        return value
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value
 
 
 DEFAULT_URL = "http://127.0.0.1:8000"

@@ -7,6 +7,8 @@ import math
 
 import numpy as np
 
+from grposcope.dynamics.smoothing import robust_noise
+
 
 def finite(steps: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     keep = np.isfinite(values)
@@ -35,14 +37,7 @@ def trailing_median(values: np.ndarray, width: int) -> np.ndarray:
     return out
 
 
-def noise_sd(values: np.ndarray) -> float:
-    """Per-point noise from first differences (robust to a trend): MAD of diffs / (√2·0.6745)."""
-    if values.size < 3:
-        return float(np.std(values)) if values.size else 0.0
-    d = np.diff(values)
-    mad = float(np.median(np.abs(d - np.median(d))))
-    sd = mad / (math.sqrt(2.0) * 0.6745)
-    return sd if sd > 0 else float(np.std(d)) / math.sqrt(2.0)
+noise_sd = robust_noise  # the fit's estimator (dynamics.smoothing): one rule for the noise
 
 
 def points(window_steps: float, steps: np.ndarray) -> int:

@@ -14,7 +14,7 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from grposcope.dynamics.continuum import Hyper, continuum_coefficients, heavy_ball
-from grposcope.dynamics.fit_core import LEVEL_BOUND, LOSS_SCALE, Array, Problem
+from grposcope.dynamics.fit_core import LEVEL_BOUND, LOSS_SCALE, Array, Problem, _project
 from grposcope.dynamics.model import unit_response
 
 # The stiffness a = η_hb·K searched: from a timescale of ~10⁶ steps to beyond any stable value.
@@ -72,8 +72,6 @@ def _stiffness_grid(hyper: Hyper) -> np.ndarray:
 
 def fit_constrained(prob: Problem, hyper: Hyper, span: float) -> ConstrainedSolution:
     """Grid over the stiffness a = η_hb·K (P*, P0 solved per point), then polish log K."""
-    from grposcope.dynamics.fit_core import _project
-
     eta = _eta_hb(hyper)
     if not eta > 0:
         raise ValueError(f"hyper gives a non-positive heavy-ball step {eta!r}")

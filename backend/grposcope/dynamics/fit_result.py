@@ -287,7 +287,11 @@ def _constrained_json(c: ConstrainedFit) -> dict[str, Any]:
 
 
 def finite(value: Any) -> Any:
-    """Recursively turn NaN/±inf into None and numpy scalars into Python numbers."""
+    """Recursively turn NaN/±inf into None and numpy scalars into Python numbers.
+
+    The one convention for numbers the model computes (fits, forecasts, what-if, stability,
+    and everything the CLI prints): a non-finite result is "no number", null. Metric values a
+    run logged keep the API's strings instead ("NaN", "Infinity": evidence, docs/api.md)."""
     if isinstance(value, (float, np.floating)):
         v = float(value)
         return v if math.isfinite(v) else None

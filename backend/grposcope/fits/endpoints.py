@@ -10,6 +10,7 @@ from grposcope.api.deps import PrincipalDep, SessionDep
 from grposcope.api.types import Int64, Text
 from grposcope.dynamics.snapshot import FitSnapshotModel
 from grposcope.fits import service
+from grposcope.fits.schemas import FitHistory, ProjectAccuracy, RunAccuracy, WhatIfOut
 
 router = APIRouter(tags=["fits"])
 
@@ -24,16 +25,16 @@ def latest_fit(
     return service.latest_fit(session, run_id, metric)
 
 
-@router.get("/runs/{run_id}/fits")
+@router.get("/runs/{run_id}/fits", response_model=FitHistory)
 def fit_history(
     run_id: Int64, session: SessionDep, _: PrincipalDep, metric: Text | None = None,
-    limit: Int64 = 200,
+    limit: int = Query(200, ge=1, le=10_000),
 ) -> dict[str, Any]:  # fmt: skip
     """How the fit evolved: the newest `limit` snapshots, oldest first."""
     return service.fit_history(session, run_id, metric, limit)
 
 
-@router.get("/runs/{run_id}/whatif")
+@router.get("/runs/{run_id}/whatif", response_model=WhatIfOut)
 def whatif(
     run_id: Int64,
     session: SessionDep,
@@ -48,13 +49,13 @@ def whatif(
     return service.whatif(session, run_id, changes)
 
 
-@router.get("/runs/{run_id}/forecast-accuracy")
+@router.get("/runs/{run_id}/forecast-accuracy", response_model=RunAccuracy)
 def run_accuracy(run_id: Int64, session: SessionDep, _: PrincipalDep) -> dict[str, Any]:
     """Forecasts made at 20/40/60 % of a finished run, scored against what happened."""
     return service.run_accuracy(session, run_id)
 
 
-@router.get("/projects/{project_id}/forecast-accuracy")
+@router.get("/projects/{project_id}/forecast-accuracy", response_model=ProjectAccuracy)
 def project_accuracy(project_id: Int64, session: SessionDep, _: PrincipalDep) -> dict[str, Any]:
     """Forecast accuracy over a project's finished runs."""
     return service.project_accuracy(session, project_id)

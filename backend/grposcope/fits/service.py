@@ -8,9 +8,10 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from grposcope.dynamics.snapshot import FitSnapshotModel
-from grposcope.errors import InvalidInput, NotFound
+from grposcope.errors import InvalidInput, NotFound, ProjectNotFound
 from grposcope.fits import repository as repo
 from grposcope.fits.accuracy import summarise
+from grposcope.fits.whatif import predict
 from grposcope.models import FitSnapshot, Run
 from grposcope.run_inputs import hyper_for, pick_reward_key
 from grposcope.runs import repository as runs_repo
@@ -57,8 +58,6 @@ def _summary(s: FitSnapshot) -> dict[str, Any]:
 
 
 def whatif(session: Session, run_id: int, changes: dict[str, Any]) -> dict[str, Any]:
-    from grposcope.fits.whatif import predict
-
     run = runs.get_run(session, run_id)
     base = hyper_for(run)
     name = _metric(session, run, None)
@@ -98,8 +97,6 @@ def _scored(session: Session, run: Run) -> dict[str, Any] | None:
 def project_accuracy(session: Session, project_id: int) -> dict[str, Any]:
     project = repo.get_project(session, project_id)
     if project is None:
-        from grposcope.errors import ProjectNotFound
-
         raise ProjectNotFound(f"project {project_id} does not exist")
     items, per_run = [], []
     for run in repo.finished_runs(session, project_id):

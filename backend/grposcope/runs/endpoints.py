@@ -7,14 +7,19 @@ from typing import Any
 from fastapi import APIRouter, Query, Response
 
 from grposcope.api.deps import PrincipalDep, SessionDep
-from grposcope.api.types import Int64, Text
+from grposcope.api.types import INT64_MAX, Int64, Text
 from grposcope.runs import service
-from grposcope.runs.schemas import RunCreate, RunFinish, RunList, RunOut
+from grposcope.runs.schemas import RunCreate, RunDetail, RunFinish, RunList, RunOut
 
 router = APIRouter(prefix="/runs", tags=["runs"])
 
 
-@router.post("", response_model=RunOut, status_code=201)
+@router.post(
+    "",
+    response_model=RunOut,
+    status_code=201,
+    responses={200: {"model": RunOut, "description": "The run with this run_key, resumed."}},
+)
 def create_or_resume_run(
     body: RunCreate, session: SessionDep, principal: PrincipalDep, response: Response
 ) -> dict[str, Any]:
@@ -34,15 +39,16 @@ def list_runs(
     status: Text | None = None,
     alert: Text | None = Query(None, description="An alert kind, or 'any': runs with it open."),
     q: Text | None = Query(None, description="Substring of the run name."),
-    limit: Int64 = 50,
-    offset: Int64 = 0,
+    limit: int = Query(50, ge=1, le=1000),
+    offset: int = Query(0, ge=0, le=INT64_MAX),
 ) -> dict[str, Any]:
     """List runs of every team, newest activity first."""
     filters = {"team": team, "project": project, "status": status, "alert": alert, "q": q}
     return service.list_runs(session, limit=limit, offset=offset, **filters)
 
 
-@router.get("/{run_id}")
+# exclude_unset: the fit keeps its own shape (a section that does not apply is absent).
+@router.get("/{run_id}", response_model=RunDetail, response_model_exclude_unset=True)
 def get_run(run_id: Int64, session: SessionDep, _: PrincipalDep) -> dict[str, Any]:
     """Run detail: hyperparameters, latest fit and alerts (the `runs show --json` shape)."""
     return service.run_detail(session, service.get_run(session, run_id))

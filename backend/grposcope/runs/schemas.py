@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from grposcope.api.types import INT32_MAX, INT64_MAX, Text
+from grposcope.dynamics.snapshot import FitSnapshotModel
 
 # Sane ranges, checked at the boundary: a run created with lr 1e16 or K 1e308 is a typo, and
 # the stability maths downstream (which must answer on any finite input anyway) is only
@@ -120,11 +121,28 @@ class RunList(BaseModel):
     total: int
 
 
-class MetricKeyOut(BaseModel):
-    key: str
-    last_step: int
-    last_value: float | str | None
+class RunAlert(BaseModel):
+    id: int
+    run_id: int
+    kind: str
+    severity: str = Field(description="info | warning | critical")
+    state: str = Field(description="open | acknowledged | resolved")
+    opened_step: int | None
+    resolved_step: int | None
+    opened_at: datetime
+    updated_at: datetime
+    message: str
+    evidence: dict[str, Any]
 
 
-class MetricKeyList(BaseModel):
-    keys: list[MetricKeyOut]
+class RunDetail(RunOut):
+    """The `grposcope runs show --json` shape (docs/model.md §4) plus config and keys."""
+
+    n_steps: int = Field(description="Distinct steps with a reward.")
+    reward_key: str | None
+    fit: FitSnapshotModel | None = Field(description="The latest fit, or null before the first.")
+    alerts: list[RunAlert]
+    metric_keys: list[str]
+    supplied_curvature: dict[str, Any] | None = Field(
+        description="The margins at the curvature the run brought (hyperparameters.curvature)."
+    )

@@ -17,9 +17,10 @@ from grposcope.dynamics.snapshot import FitSnapshotModel
 from grposcope.errors import Forbidden, InvalidInput, RunNotFound
 from grposcope.metrics.values import decode
 from grposcope.models import HYPERPARAMETER_COLUMNS, Alert, FitSnapshot, Run, utcnow
-from grposcope.run_inputs import get_run, normalise_optimizer, pick_reward_key, supplied_margin
+from grposcope.run_inputs import get_run, pick_reward_key, supplied_margin
 from grposcope.runs import repository as repo
 from grposcope.runs.schemas import RunCreate
+from grposcope_trainer.hyperparams import normalise_optimizer
 
 
 def create_or_resume(session: Session, principal: Principal, body: RunCreate) -> tuple[Run, bool]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -138,6 +139,7 @@ def stability(
                 ),
                 ", continuum ",
                 html.B(signed(cons.get("margin_continuum"))),
+                *lr_note(cons),
             ]
         ),
         html.Div(
@@ -191,6 +193,18 @@ def supplied_line(supplied: Mapping[str, Any]) -> html.Div:
         ],
         className="mb-2",
     )
+
+
+def lr_note(block: Mapping[str, Any]) -> list[Any]:
+    """The learning rate the margins were computed at (the configured peak lr), and the one K
+    was read at when a warmup made them differ (the fit's `lr` and `lr_measured_at`)."""
+    lr, measured = to_float(block.get("lr")), to_float(block.get("lr_measured_at"))
+    if not math.isfinite(lr):
+        return []
+    text = f" at learning rate {num(lr)}"
+    if math.isfinite(measured) and abs(measured - lr) > 1e-3 * lr:
+        text += f" (K read at {num(measured)}, the learning rate during the rise)"
+    return [html.Span(text, className="text-muted small")]
 
 
 def edge_text(block: Mapping[str, Any]) -> str:
