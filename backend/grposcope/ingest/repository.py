@@ -96,8 +96,9 @@ def is_postgres(session: Session) -> bool:
 # deadlocked on Postgres's unique index (up to half the requests of 5 writers failed). One
 # transaction-scoped advisory lock per run makes them take turns; writers of other runs are
 # not affected, and SQLite already has one writer at a time. The first argument namespaces
-# grposcope's advisory locks.
-ADVISORY_LOCK_NAMESPACE = 0x6772  # "gr"
+# the lock: not the fit worker's ("gr", grposcope.worker.claim), which it holds for a whole
+# refit; sharing it made every batch of a run wait for that run's fit to end.
+ADVISORY_LOCK_NAMESPACE = 0x6769  # "gi"
 
 
 @dataclass(frozen=True)
