@@ -3,8 +3,9 @@
 Two fresh databases, one at revision 0003 (one B-tree) and one at head (range partitions by
 run id), get the same data through the same ingest code, in-process: --runs runs of --steps
 steps × 30 keys, in 100-step batches. Then, alternating between the two databases so load
-drifts hit both alike: 1-step batches into every run (ms per batch), and whole-series reads
-of one key of a run, uncached (``metrics.repository.fetch``: ms per read).
+drifts hit both alike (each round swaps which goes first): 1-step batches into every run
+(ms per batch), and whole-series reads of one key of a run, uncached
+(``metrics.repository.fetch``: ms per read).
 
     python bench/points_partitions.py --runs 20 --steps 2000 --rounds 5
 """
@@ -92,8 +93,9 @@ def main() -> int:
         step = {name: args.steps for name in dbs}
         ingest_ms: dict[str, list[float]] = {name: [] for name in dbs}
         read_ms: dict[str, list[float]] = {name: [] for name in dbs}
-        for _ in range(args.rounds):
-            for name, (_engine, factory, principal, ids) in dbs.items():
+        for round_ in range(args.rounds):
+            order = list(dbs.items()) if round_ % 2 == 0 else list(dbs.items())[::-1]
+            for name, (_engine, factory, principal, ids) in order:
                 for run_id in ids:
                     t0 = time.perf_counter()
                     send(factory, principal, run_id, step[name], 1)
