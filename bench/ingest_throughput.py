@@ -127,6 +127,18 @@ def mlflow_runs(base: str, n: int) -> list[str]:
     return ids
 
 
+def _settled(make):  # type: ignore[no-untyped-def]
+    """MLflow's uvicorn workers start one after another (~1 min apart on a loaded 2-core
+    machine): /health answers from the first while a request can still hit a connection the
+    next one drops. Retry the run creation until the server has settled."""
+    for _ in range(30):
+        try:
+            return make()
+        except ConnectionError:
+            time.sleep(3)
+    return make()
+
+
 def mlflow_sender(base: str, run_id: str, steps_per_batch: int):  # type: ignore[no-untyped-def]
     conn = Connection(base, {})
     now_ms = int(time.time() * 1000)
@@ -159,7 +171,8 @@ def bench_mlflow(backend: str, args: argparse.Namespace, work: Path) -> Figures:
         base = f"http://127.0.0.1:{port}"
         try:
             wait_http(proc, base + "/health", timeout=180)
-            return _measure("mlflow", backend, args, lambda n: mlflow_runs(base, n),
+            make_runs = lambda n: _settled(lambda: mlflow_runs(base, n))  # noqa: E731
+            return _measure("mlflow", backend, args, make_runs,
                             lambda run, spb: mlflow_sender(base, run, spb),
                             lambda: count_rows(db_url, "SELECT count(*) FROM metrics"))  # fmt: skip
         finally:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import pytest
 from sqlalchemy import event, update
 
 from grposcope.db import session_scope
@@ -113,3 +114,30 @@ def test_revocation_is_immediate_here_and_bounded_by_the_cache_elsewhere(api):
     revoked = api.client.delete(f"/api/v1/tokens/{other['id']}", headers=api.headers(api.admin))
     assert revoked.status_code == 200
     assert _post(api, run_id, 5, token=other["token"]).status_code == 401
+
+
+def test_ingest_does_not_wait_for_the_runs_fit(api):
+    """The fit worker holds its advisory lock on a run for the whole refit; ingest's own lock
+    on the run is another one, so batches keep flowing during a fit (Postgres)."""
+    import threading
+
+    from sqlalchemy import text
+
+    from grposcope.worker.claim import LOCK_NAMESPACE
+
+    engine = api.client.app.state.engine
+    if engine.dialect.name != "postgresql":
+        pytest.skip("advisory locks are Postgres's")
+    run_id = _run(api)
+    replies: list[int] = []
+    with engine.connect() as fitting:  # a worker in the middle of this run's fit
+        assert fitting.scalar(text("SELECT pg_try_advisory_lock(:ns, :run)"),
+                              {"ns": LOCK_NAMESPACE, "run": run_id})  # fmt: skip
+        sender = threading.Thread(target=lambda: replies.append(_post(api, run_id, 1).status_code))
+        sender.start()
+        sender.join(timeout=60)  # a deadline, not a measurement: blocked, it would never end
+        done = not sender.is_alive()
+        fitting.execute(text("SELECT pg_advisory_unlock_all()"))
+        fitting.commit()
+    sender.join()
+    assert done and replies == [200]

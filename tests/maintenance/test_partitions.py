@@ -156,3 +156,20 @@ def test_maintain_command_on_sqlite_has_nothing_to_do(tmp_path, capsys) -> None:
     assert main(["migrate", "--db", url]) == 0
     assert main(["maintain", "--db", url, "--retention-days", "30"]) == 0
     assert "not partitioned; nothing to do" in capsys.readouterr().out
+
+
+def test_maintain_command_on_postgres_creates_ahead_and_is_idempotent(pg_url: str, capsys) -> None:
+    from grposcope.cli.main import main
+
+    command.upgrade(alembic_config(pg_url), "head")  # ranges up to 2000
+    engine = make_engine(pg_url)
+    with engine.begin() as conn:
+        _seed_runs(conn, {2500: ("running", NOW)})
+    engine.dispose()
+    capsys.readouterr()
+    assert main(["maintain", "--db", pg_url]) == 0
+    first = capsys.readouterr().out
+    assert "points_from_2000" in first and "points_from_4000" in first and "retention off" in first
+    assert main(["maintain", "--db", pg_url, "--retention-days", "30"]) == 0
+    second = capsys.readouterr().out
+    assert "created: none" in second and "drop" not in second and "retired: none" in second

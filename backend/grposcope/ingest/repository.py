@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session
 
 from grposcope.db import UTCDateTime, dialect_insert
 from grposcope.models import MetricKey, RunMetric
+from grposcope.runs.repository import OPEN_STATES
 
 _COLUMNS = "run_id, key_id, step, value, flag, wall_time"
 
@@ -96,8 +97,9 @@ def is_postgres(session: Session) -> bool:
 # deadlocked on Postgres's unique index (up to half the requests of 5 writers failed). One
 # transaction-scoped advisory lock per run makes them take turns; writers of other runs are
 # not affected, and SQLite already has one writer at a time. The first argument namespaces
-# grposcope's advisory locks.
-ADVISORY_LOCK_NAMESPACE = 0x6772  # "gr"
+# the lock: not the fit worker's ("gr", grposcope.worker.claim), which it holds for a whole
+# refit; sharing it made every batch of a run wait for that run's fit to end.
+ADVISORY_LOCK_NAMESPACE = 0x6769  # "gi"
 
 
 @dataclass(frozen=True)
@@ -131,11 +133,12 @@ _TOUCH_RUN = (
     "WHERE id = :run RETURNING last_step, ({alerts}) AS alert_ids, "
     "(SELECT p.team_id FROM projects p WHERE p.id = runs.project_id) AS team_id"
 )
+_OPEN = ", ".join(f"'{state}'" for state in OPEN_STATES)
 _OPEN_ALERT_IDS = {
     "postgresql": "SELECT array_agg(a.id ORDER BY a.id) FROM alerts a "
-    "WHERE a.run_id = :run AND a.state IN ('open', 'acknowledged')",
+    f"WHERE a.run_id = :run AND a.state IN ({_OPEN})",
     "sqlite": "SELECT group_concat(a.id) FROM (SELECT id FROM alerts "
-    "WHERE run_id = :run AND state IN ('open', 'acknowledged') ORDER BY id) a",
+    f"WHERE run_id = :run AND state IN ({_OPEN}) ORDER BY id) a",
 }
 
 

@@ -88,13 +88,16 @@ def ingest(session: Session, principal: Principal, run_id: int, batch: IngestBat
     accounts.require_writer(principal)
     names = {name for s in batch.steps for name in s.metrics}
     check_names(names)
+    # Keys and columns before the run is claimed: the claim takes SQLite's write lock (and
+    # Postgres's run lock), held to commit, and building 100,000 values' columns under it
+    # made the other writers wait. Keys a refused batch created roll back with it.
+    ids = repo.key_ids(session, names)
+    cols, latest = _columns(batch, ids, time.time())
     now = utcnow()
-    claim = repo.claim_run(session, run_id, max(s.step for s in batch.steps), now)
+    claim = repo.claim_run(session, run_id, max(cols.steps), now)
     if claim is None or (claim.team_id != principal.team_id and not principal.is_admin):
         runs.get_run_for_write(session, principal, run_id)  # raises with the right message
         raise AssertionError("unreachable: the run exists and the principal may write")
-    ids = repo.key_ids(session, names)
-    cols, latest = _columns(batch, ids, time.time())
     written = repo.write_batch(session, run_id, claim, cols, latest, now)
     return {
         "run_id": run_id,
