@@ -27,6 +27,7 @@ from grposcope.cli.common import (
     add_client_options,
     print_json,
 )
+from grposcope_trainer.config import metric_value
 
 STEPS_PER_BATCH = 500
 
@@ -147,7 +148,10 @@ def _hyperparameters_arg(text: str | None) -> dict[str, Any]:
 
 
 def _record(step: int, metrics: dict[str, float], wall_time: float | None) -> dict[str, Any]:
-    out: dict[str, Any] = {"step": step, "metrics": {k: _wire(v) for k, v in metrics.items()}}
+    out: dict[str, Any] = {
+        "step": step,
+        "metrics": {k: metric_value(v) for k, v in metrics.items()},
+    }
     if wall_time is not None and math.isfinite(wall_time):
         out["wall_time"] = wall_time
     return out
@@ -171,11 +175,3 @@ def _digest(path: Path, fmt: str) -> str:
 
 def _default_name(path: Path) -> str:
     return path.parent.name if path.name == "trainer_state.json" else path.stem
-
-
-def _wire(value: float) -> float | str:
-    if math.isfinite(value):
-        return value
-    if math.isnan(value):
-        return "NaN"
-    return "Infinity" if value > 0 else "-Infinity"
