@@ -143,6 +143,11 @@ class RunDetail(RunOut):
     fit: FitSnapshotModel | None = Field(description="The latest fit, or null before the first.")
     alerts: list[RunAlert]
     metric_keys: list[str]
+    roles: dict[str, str] = Field(
+        default_factory=dict,
+        description="Which logged key plays which role (reward, kl, entropy, …): the key table "
+        "of docs/log-formats.md applied to this run's keys.",
+    )
     supplied_curvature: dict[str, Any] | None = Field(
         description="The margins at the curvature the run brought (hyperparameters.curvature)."
     )
