@@ -14,6 +14,7 @@ from grposcope.alerts import repository as repo
 from grposcope.diagnostics import RunData, evaluate_all
 from grposcope.diagnostics.data import FitPoint, Series, rule_keys
 from grposcope.diagnostics.engine import stalled
+from grposcope.diagnostics.memo import RuleMemo
 from grposcope.diagnostics.params import effective_params
 from grposcope.diagnostics.types import Outcome
 from grposcope.dynamics.snapshot import FitSnapshotModel
@@ -26,7 +27,9 @@ from grposcope.runs import repository as runs_repo
 FIT_HISTORY = 12  # snapshots the fit-based rules look back over (payloads are large)
 
 
-def run_data(session: Session, run: Run) -> RunData:
+def run_data(session: Session, run: Run, memo: RuleMemo | None = None) -> RunData:
+    """The run as the rules see it; ``memo`` carries the fit worker's results of the run's
+    last evaluation (diagnostics/memo.py: fewer recomputations, the same outcomes)."""
     keys = list(runs_repo.latest_values(session, [run.id]).get(run.id, {}))
     reward = pick_reward_key(keys)
     ev = eval_key(keys, reward)
@@ -37,7 +40,7 @@ def run_data(session: Session, run: Run) -> RunData:
         fits = [fit_point(s) for s in snaps]
     return RunData(series=series, reward_key=reward, eval_key=ev, fits=tuple(fits),
                    num_generations=run.num_generations, total_steps=total_steps(run),
-                   supplied=supplied_margin(run))  # fmt: skip
+                   supplied=supplied_margin(run), memo=memo)  # fmt: skip
 
 
 def load_many(session: Session, run_id: int, keys: list[str]) -> dict[str, Series]:
@@ -69,11 +72,11 @@ def rules_config(session: Session, project_id: int) -> dict[str, tuple[bool, dic
     }
 
 
-def diagnose(session: Session, run: Run, default_stall_s: float,
-             now: datetime | None = None) -> list[Outcome]:  # fmt: skip
+def diagnose(session: Session, run: Run, default_stall_s: float, now: datetime | None = None,
+             memo: RuleMemo | None = None) -> list[Outcome]:  # fmt: skip
     """Every rule's outcome for the run, run_stalled included."""
     rules = rules_config(session, run.project_id)
-    outcomes = evaluate_all(run_data(session, run), rules)
+    outcomes = evaluate_all(run_data(session, run, memo), rules)
     outcomes.append(stall_outcome(run, rules, default_stall_s, now))
     return outcomes
 

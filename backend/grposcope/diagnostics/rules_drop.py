@@ -33,6 +33,7 @@ import math
 import numpy as np
 
 from grposcope.diagnostics.data import RunData, component_keys
+from grposcope.diagnostics.memo import scope
 from grposcope.diagnostics.signal import finite, noise_sd, r
 from grposcope.diagnostics.types import Sub
 from grposcope.dynamics.smoothing import lag1_autocorrelation
@@ -57,7 +58,8 @@ def reward_drops(data: RunData, p: Params) -> list[Sub]:
             continue
         s, v = finite(*got)
         collapse = _collapse(key, s, v, p) if key == data.reward_key else None
-        subs = (collapse, _flatline(key, s, v, p), _drift(key, s, v, p))
+        drift = _drift(key, s, v, p, scope(data.memo, ("drift", key), s, v))
+        subs = (collapse, _flatline(key, s, v, p), drift)
         out.extend(sub for sub in subs if sub)
     return out
 
@@ -146,7 +148,11 @@ def _flatline(key: str, s: np.ndarray, v: np.ndarray, p: Params) -> Sub | None:
     return s, level, evidence, False
 
 
-def _drift(key: str, s: np.ndarray, v: np.ndarray, p: Params) -> Sub | None:
+def _drift(key: str, s: np.ndarray, v: np.ndarray, p: Params,
+           kept: dict | None = None) -> Sub | None:  # fmt: skip
+    """The degradation sub; ``kept`` holds the slopes of earlier evaluations by (index, window),
+    each a function of the points up to its index only (memo.py)."""
+    kept = {} if kept is None else kept
     n_min = int(p["drift_points"])
     if v.size < n_min:
         return None
@@ -157,8 +163,11 @@ def _drift(key: str, s: np.ndarray, v: np.ndarray, p: Params) -> Sub | None:
         if (v.size - 1 - i) % stride:
             continue
         n = max(n_min, (i + 1) // 3)
-        x, y = s[i - n + 1 : i + 1].astype(float), v[i - n + 1 : i + 1]
-        slope, se, sigma = _slope(x, y)
+        x = s[i - n + 1 : i + 1].astype(float)
+        got = kept.get((i, n))
+        if got is None:
+            got = kept[(i, n)] = _slope(x, v[i - n + 1 : i + 1])
+        slope, se, sigma = got
         lost = -slope * (x[-1] - x[0])
         if slope < 0 and -slope > p["drift_sigmas"] * se and lost >= p["drift_noise"] * sigma:
             level[i] = 2

@@ -14,6 +14,7 @@ from grposcope.diagnostics.data import (
     RunData,
     first_key,
 )
+from grposcope.diagnostics.memo import scope
 from grposcope.diagnostics.merge import merge
 from grposcope.diagnostics.noise import causal_window_se
 from grposcope.diagnostics.rules_improving import improving_checks
@@ -51,15 +52,18 @@ def reward_hacking(data: RunData, p: Params) -> Trace | str:
     t0, e0 = t_level[min(w, tv.size) - 1], e_level[k - 1]
     levels = np.zeros(es.size, dtype=np.int8)
     facts: list[dict] = [{} for _ in es]
+    # running bests (the max of t_level[w-1 : j+1] at each j): O(1) a point, not O(n)
+    t_best = np.maximum.accumulate(t_level[w - 1 :])
+    e_best = np.maximum.accumulate(e_level[k - 1 :])
     for i in range(k, es.size):
         j = idx[i]
         if j < w - 1:
             continue
-        t_peak = float(np.max(t_level[w - 1 : j + 1]))
+        t_peak = float(t_best[j - (w - 1)])
         gain = t_peak - t0
         if gain <= p["min_gain_sigmas"] * t_se or gain <= 0:
             continue
-        e_peak = float(np.max(e_level[k - 1 : i + 1]))
+        e_peak = float(e_best[i - (k - 1)])
         e_gain = e_peak - e0
         train_prog = (t_level[j] - t0) / gain
         eval_prog = (e_level[i] - e0) / e_gain if e_gain > 2.0 * e_se and e_gain > 0 else 0.0
@@ -159,8 +163,8 @@ def policy_concentration(data: RunData, p: Params) -> Trace | str:
     # Both moves must stand out of their own noise (a difference of two window means): on a
     # long plateau with the entropy near 0, "falls by half" and "still rises" are coin flips,
     # and without this the alert opened and resolved hundreds of times on a 100,000-step run.
-    e_se = causal_window_se(v, e_width)
-    r_se = np.interp(s, rs, causal_window_se(rv, r_width))
+    e_se = causal_window_se(v, e_width, kept=scope(data.memo, "entropy", s, v))
+    r_se = np.interp(s, rs, causal_window_se(rv, r_width, kept=scope(data.memo, "reward", rs, rv)))
     sig = p["min_sigmas"]
     rising = r_smooth[w:] - r_smooth[:-w] > sig * np.hypot(r_se[w:], r_se[:-w])
     rising &= then - smooth[w:] > sig * np.hypot(e_se[w:], e_se[:-w])

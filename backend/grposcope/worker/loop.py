@@ -20,6 +20,7 @@ from grposcope.alerts.diagnose import diagnose, rules_config, stall_outcome
 from grposcope.alerts.lifecycle import apply_outcomes
 from grposcope.config import Settings
 from grposcope.db import session_scope
+from grposcope.diagnostics.memo import RuleMemos
 from grposcope.fits.accuracy import score_run
 from grposcope.fits.refit import WarmCache, refit_run
 from grposcope.metrics.service import load_arrays
@@ -57,6 +58,7 @@ class FitWorker:
         self.settings = settings
         self.claimer = Claimer(engine, settings.fit_interval_s)
         self.cache = WarmCache()
+        self.memos = RuleMemos()  # per-run rule results, so a refit computes its new indices
         self.batch = batch
         self.poll_s = poll_s
         self.stall_every_s = stall_every_s
@@ -143,7 +145,9 @@ class FitWorker:
             session.flush()
             try:
                 with session.begin_nested():
-                    outcomes = diagnose(session, run, self.settings.stall_after_s)
+                    memo = self.memos.get(run.id)
+                    outcomes = diagnose(session, run, self.settings.stall_after_s, memo=memo)
+                    self.memos.put(run.id, memo)
                     apply_outcomes(session, run, outcomes, self.settings.base_url)
             except Exception:  # noqa: BLE001 - keep the snapshots even if a rule fails
                 log.exception("run %s: diagnostics failed", run_id)
