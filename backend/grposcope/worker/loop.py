@@ -9,6 +9,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -130,19 +131,10 @@ class FitWorker:
             if run is None:
                 return
             keys = list(runs_repo.latest_values(session, [run.id]).get(run.id, {}))
-            started = utcnow()
             finished = run.status in ("finished", "failed")
-            snaps = refit_run(session, run, keys, self.cache, force=finished)
-            stamp = {"id": self.owner, "started": started.isoformat(),
-                     "ended": utcnow().isoformat()}  # fmt: skip
-            for snap in snaps.values():
-                snap.payload = {**snap.payload, "worker": stamp}
+            annotate = self._annotator(session, run, pick_reward_key(keys), finished)
+            snaps = refit_run(session, run, keys, self.cache, force=finished, annotate=annotate)
             self.fits_done += len(snaps)
-            reward = pick_reward_key(keys)
-            if finished and reward in snaps:
-                accuracy = _accuracy(session, run, reward)
-                snaps[reward].payload = {**snaps[reward].payload, "forecast_accuracy": accuracy}
-            session.flush()
             try:
                 with session.begin_nested():
                     memo = self.memos.get(run.id)
@@ -151,6 +143,23 @@ class FitWorker:
                     apply_outcomes(session, run, outcomes, self.settings.base_url)
             except Exception:  # noqa: BLE001 - keep the snapshots even if a rule fails
                 log.exception("run %s: diagnostics failed", run_id)
+
+    def _annotator(self, session: Session, run: Run, reward: str | None,
+                   finished: bool) -> Callable[[str], dict[str, Any]]:  # fmt: skip
+        """What the worker adds to each snapshot's payload: its stamp, and a finished run's
+        scored forecasts on the reward fit. Added as the row is built, so a snapshot is one
+        INSERT (stamping it after the flush cost an UPDATE a snapshot)."""
+        started = utcnow().isoformat()
+
+        def annotate(metric: str) -> dict[str, Any]:
+            extra: dict[str, Any] = {
+                "worker": {"id": self.owner, "started": started, "ended": utcnow().isoformat()}
+            }
+            if finished and metric == reward:
+                extra["forecast_accuracy"] = _accuracy(session, run, metric)
+            return extra
+
+        return annotate
 
     def sweep_stalled(self) -> int:
         """Running runs silent longer than their stall limit become `stalled`, with an alert."""
