@@ -29,10 +29,12 @@ def _run(n: int, seed: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     comp = np.clip(reward + rng.normal(0, 0.05, n), 0, None)
     zero_std = np.clip(0.1 + 0.6 * t + rng.normal(0, 0.02, n), 0, 1)
     ev_steps = steps[::10]
+    fmt = np.where(t > 0.9, 0.0, np.round(rng.uniform(0.2, 0.6, n), 2))  # stuck at exactly 0
     return {
         "reward": (steps, reward),
         "eval_reward": (ev_steps, reward[::10] - 0.3 * np.where(t[::10] > 0.4, 1.0, 0.0)),
         "rewards/accuracy/mean": (steps, comp),
+        "rewards/format/mean": (steps, fmt),
         "entropy": (steps, entropy),
         "grad_norm": (steps, grad),
         "frac_reward_zero_std": (steps, zero_std),
@@ -64,7 +66,7 @@ def test_step_by_step_with_a_memo_gives_the_outcomes_of_a_fresh_evaluation(seed:
         opened |= {(o.kind, k) for o in fresh for e in o.episodes for k in e.evidence}
     # the run exercises the memoised parts (the drift, the fall, the collapse all fire) and
     # an alert that opens and resolves (reward hacking)
-    for form in ("degradation", "collapse", "fall_share_of_gain"):
+    for form in ("degradation", "collapse", "fall_share_of_gain", "flatline"):
         assert ("dynamical_instability", form) in opened
     assert ("reward_hacking", "train_best") in opened
 

@@ -58,8 +58,8 @@ def reward_drops(data: RunData, p: Params) -> list[Sub]:
             continue
         s, v = finite(*got)
         collapse = _collapse(key, s, v, p) if key == data.reward_key else None
-        drift = _drift(key, s, v, p, scope(data.memo, ("drift", key), s, v))
-        subs = (collapse, _flatline(key, s, v, p), drift)
+        kept = scope(data.memo, ("drops", key), s, v)
+        subs = (collapse, _flatline(key, s, v, p, kept), _drift(key, s, v, p, kept))
         out.extend(sub for sub in subs if sub)
     return out
 
@@ -119,14 +119,24 @@ def _held(hit: np.ndarray, now: np.ndarray, bar: np.ndarray) -> np.ndarray:
     return out
 
 
-def _flatline(key: str, s: np.ndarray, v: np.ndarray, p: Params) -> Sub | None:
+def _flatline(key: str, s: np.ndarray, v: np.ndarray, p: Params,
+              kept: dict | None = None) -> Sub | None:  # fmt: skip
+    """The flat-line sub; ``kept`` carries the scan of an earlier evaluation (its levels,
+    facts and the streak it ended in: index i reads points 0..i only, memo.py)."""
     m = int(p["drop_points"])
     if v.size < m + 3:
         return None
     level = np.zeros(v.size, dtype=np.int8)
     facts: dict[int, dict] = {}
     start = 0  # first index of the current streak of equal values
-    for i in range(1, v.size):
+    first = 1
+    state = ("flatline", m, p["flatline_chance"])
+    held = kept.get(state) if kept is not None else None
+    if held is not None and held[0] <= v.size:
+        first, start = held[0], held[3]
+        level[:first] = held[1]
+        facts = dict(held[2])
+    for i in range(first, v.size):
         if v[i] != v[i - 1]:
             start = i
         streak, history = i - start + 1, v[:start]
@@ -141,6 +151,8 @@ def _flatline(key: str, s: np.ndarray, v: np.ndarray, p: Params) -> Sub | None:
             facts[i] = {"key": key, "value": r(float(value)), "points": streak,
                         "since_step": int(s[start]), "earlier_median": r(float(np.median(history))),
                         "chance": float(f"{share**streak:.2g}")}  # fmt: skip
+    if kept is not None:
+        kept[state] = (v.size, level.copy(), dict(facts), start)
 
     def evidence(i: int) -> dict:
         return {"flatline": facts[i]} if i in facts else {}
