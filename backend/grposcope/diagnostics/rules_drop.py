@@ -57,36 +57,36 @@ def reward_drops(data: RunData, p: Params) -> list[Sub]:
         if got is None:
             continue
         s, v = finite(*got)
-        collapse = _collapse(key, s, v, p) if key == data.reward_key else None
         kept = scope(data.memo, ("drops", key), s, v)
+        collapse = _collapse(key, s, v, p, kept) if key == data.reward_key else None
         subs = (collapse, _flatline(key, s, v, p, kept), _drift(key, s, v, p, kept))
         out.extend(sub for sub in subs if sub)
     return out
 
 
-def _collapse(key: str, s: np.ndarray, v: np.ndarray, p: Params) -> Sub | None:
+def _collapse(key: str, s: np.ndarray, v: np.ndarray, p: Params,
+              kept: dict | None = None) -> Sub | None:  # fmt: skip
+    """The collapse sub; ``kept`` carries the windows of an earlier evaluation (window j reads
+    points up to j + m + ref_n − 1 only, memo.py), so a refit computes its new windows."""
     m, ref_n = int(p["drop_points"]), int(p["drop_reference"])
     if v.size < m + ref_n:
         return None
-    win = np.lib.stride_tricks.sliding_window_view(v, m + ref_n)  # row j ends at j + m + ref_n − 1
-    ref, now_w = win[:, :ref_n], win[:, ref_n:]
-    centre, now = np.median(ref, axis=1), np.median(now_w, axis=1)
-    d = np.diff(ref, axis=1)
-    mad = np.median(np.abs(d - np.median(d, axis=1, keepdims=True)), axis=1)
-    sigma = np.where(mad > 0, mad / (math.sqrt(2.0) * 0.6745), np.std(d, axis=1) / math.sqrt(2.0))
-    # A wandering (autocorrelated) reward moves more than its step-to-step differences say:
-    # the spread of the reference values themselves bounds σ from below.
-    # Its values over 3 reference windows, where logged: a short autocorrelated window
-    # understates how far the level wanders.
-    wide = 3 * ref_n
-    padded = np.concatenate([np.full(wide - ref_n, np.nan), v[: v.size - m]])
-    hist = np.lib.stride_tricks.sliding_window_view(padded, wide)[: centre.size]
-    med = np.nanmedian(hist, axis=1, keepdims=True)
-    spread = np.nanmedian(np.abs(hist - med), axis=1) / 0.6745
-    sigma = np.maximum(sigma, spread)
+    rows = v.size - (m + ref_n) + 1  # row j ends at j + m + ref_n − 1
+    state = ("collapse", m, ref_n, p["drop_sigmas"])
+    held = kept.get(state) if kept is not None else None
+    first = min(held["rows"], rows) if held is not None else 0
+    centre, now, sigma = _windows(v, m, ref_n, first)
+    if held is not None and first:
+        centre = np.concatenate([held["centre"][:first], centre])
+        now = np.concatenate([held["now"][:first], now])
+        sigma = np.concatenate([held["sigma"][:first], sigma])
     fall = centre - now
     hit = (fall > 0) & (fall >= p["drop_sigmas"] * np.maximum(sigma, 1e-12))
-    source = _held(hit, now, centre - p["drop_sigmas"] * sigma)
+    prior = held["source"][:first] if held is not None else None
+    source = _held(hit, now, centre - p["drop_sigmas"] * sigma, prior)
+    if kept is not None:
+        kept[state] = {"rows": rows, "centre": centre, "now": now, "sigma": sigma,
+                       "source": source}  # fmt: skip
     level = np.zeros(v.size, dtype=np.int8)
     level[m + ref_n - 1 :] = np.where(source >= 0, 3, 0)
 
@@ -104,13 +104,40 @@ def _collapse(key: str, s: np.ndarray, v: np.ndarray, p: Params) -> Sub | None:
     return s, level, evidence, False
 
 
-def _held(hit: np.ndarray, now: np.ndarray, bar: np.ndarray) -> np.ndarray:
+def _windows(v: np.ndarray, m: int, ref_n: int, first: int,
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """Reference median, recent median and noise σ of the collapse windows from row ``first``
+    on (row-wise medians: the same numbers whether computed with the earlier rows or not)."""
+    win = np.lib.stride_tricks.sliding_window_view(v[first:], m + ref_n)
+    ref, now_w = win[:, :ref_n], win[:, ref_n:]
+    centre, now = np.median(ref, axis=1), np.median(now_w, axis=1)
+    d = np.diff(ref, axis=1)
+    mad = np.median(np.abs(d - np.median(d, axis=1, keepdims=True)), axis=1)
+    sigma = np.where(mad > 0, mad / (math.sqrt(2.0) * 0.6745), np.std(d, axis=1) / math.sqrt(2.0))
+    # A wandering (autocorrelated) reward moves more than its step-to-step differences say:
+    # the spread of the reference values themselves bounds σ from below.
+    # Its values over 3 reference windows, where logged: a short autocorrelated window
+    # understates how far the level wanders.
+    wide = 3 * ref_n
+    padded = np.concatenate([np.full(wide - ref_n, np.nan), v[: v.size - m]])
+    hist = np.lib.stride_tricks.sliding_window_view(padded[first:], wide)[: centre.size]
+    med = np.nanmedian(hist, axis=1, keepdims=True)
+    spread = np.nanmedian(np.abs(hist - med), axis=1) / 0.6745
+    return centre, now, np.maximum(sigma, spread)
+
+
+def _held(hit: np.ndarray, now: np.ndarray, bar: np.ndarray,
+          prior: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
     """For each window, the window whose collapse still holds (−1 if none): a collapse stays
     while the recent median stays under the bar it fell through, so a run that collapsed and
-    stayed down keeps its alert instead of resolving once the reference window is all low."""
+    stayed down keeps its alert instead of resolving once the reference window is all low.
+    ``prior``: this scan's result over the first windows, kept from an earlier evaluation."""
     out = np.full(hit.size, -1, dtype=np.int64)
-    active = -1
-    for i in range(hit.size):
+    first = 0 if prior is None else prior.size
+    if first:
+        out[:first] = prior
+    active = int(out[first - 1]) if first else -1
+    for i in range(first, hit.size):
         if hit[i]:
             active = i if active < 0 else active
         elif active >= 0 and not now[i] < bar[active]:
