@@ -54,3 +54,25 @@ def test_each_snapshot_is_one_insert_with_its_stamp_and_accuracy(api):
     acc = api.client.get(f"/api/v1/runs/{run['id']}/forecast-accuracy",
                          headers=api.headers(api.viewer)).json()  # fmt: skip
     assert [i["fraction"] for i in acc["items"]] == [0.2, 0.4, 0.6]
+
+
+def test_the_memo_reads_only_new_snapshots_and_gives_the_same_fit_history(api):
+    from grposcope.alerts.diagnose import FIT_HISTORY, fit_history
+    from grposcope.db import session_scope
+    from grposcope.diagnostics.memo import RuleMemo
+
+    run = make_run(api, api.alpha)
+    steps, values = learning_curve(n=200)
+    worker = worker_for(api)
+    memo = RuleMemo()
+    factory = api.client.app.state.session_factory
+    for end in range(40, 201, 10):  # 17 refits: more snapshots than the history holds
+        send(api, api.alpha, run["id"], steps[end - 10 : end], reward=values[end - 10 : end])
+        drain(worker)
+        with session_scope(factory) as session, _statements(session.get_bind()) as seen:
+            kept = fit_history(session, run["id"], "reward", memo)
+        payload_reads = [s for s in seen if "fit_snapshots.payload" in s]
+        with session_scope(factory) as session:
+            assert kept == fit_history(session, run["id"], "reward", None)
+    assert len(kept) == FIT_HISTORY
+    assert len(payload_reads) == 1  # the one new snapshot, not the whole history

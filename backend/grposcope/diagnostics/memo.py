@@ -47,6 +47,9 @@ class RuleMemo:
 
     def __init__(self) -> None:
         self._scopes: dict[Hashable, tuple[tuple[np.ndarray, ...], dict[Any, Any]]] = {}
+        # immutable stored rows the caller has already parsed, by id (the fit history's
+        # snapshots: a snapshot is written once and never updated)
+        self.rows: dict[Hashable, Any] = {}
 
     def scope(self, name: Hashable, *arrays: np.ndarray) -> dict[Any, Any]:
         """The results kept for computations over ``arrays`` under ``name``: those of the

@@ -102,6 +102,7 @@ class FitWorker:
                 self._failures.pop(claim.run_id, None)
             except Exception:  # noqa: BLE001 - a bad run must not stop the worker
                 log.exception("run %s: processing failed", claim.run_id)
+                self.memos.drop(claim.run_id)  # it may hold what the rollback undid
                 self._retry_later(claim.run_id)
             finally:
                 claim.release()
