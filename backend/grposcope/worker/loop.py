@@ -43,6 +43,11 @@ class FitWorker:
 
     The batch is small (2) on purpose: claimed runs wait for the ones before them in the
     batch, so a large batch adds head-of-line delay while other threads or workers sit idle.
+
+    Rolling state per run, in-process and bounded: the last fit results (warm starts) and the
+    rules' memo (``diagnostics/memo.py``: the per-index results and parsed fit history a refit
+    reuses while the run's series only grew), so a live run's refit costs its new points.
+    Another worker, or a restart, starts cold and reaches the same outcomes.
     """
 
     def __init__(
