@@ -4,11 +4,13 @@ A run of --steps steps × 30 TRL-like keys (the reward on a noisy learning curve
 hyperparameters sent so its fit is constrained) is ingested, fitted once (a warm worker),
 then --refits times: one more step is ingested (not timed) and the worker processes the run
 as it would after a claim (refit of reward and eval, diagnostics, alert reconciliation,
-commit). Prints the median CPU (process time) and wall time per refit, then the cumulative
-share of the parts below, from cProfile over all timed refits.
+commit). Prints the median and p95 CPU (process time) and the median wall time per refit,
+then the cumulative share of the parts below, from cProfile over --profiled further refits
+(not over the timed ones: the profiler slows pure-Python code several-fold).
 
     python bench/refit_profile.py --steps 1000 --refits 20            # SQLite
     python bench/refit_profile.py --steps 1000 --refits 20 --postgres
+    python bench/refit_profile.py --steps 100000 --refits 10
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import KEYS, machine, postgres_database  # noqa: E402
+from bench.common import KEYS, machine, percentile, postgres_database  # noqa: E402
 
 # (label, function name, file suffix): cumulative time of each, as a share of the refit.
 PARTS = [
@@ -100,25 +102,30 @@ def build(db_url: str, steps: int):  # type: ignore[no-untyped-def]
     return engine, worker, run_id, send
 
 
-def measure(db_url: str, steps: int, refits: int) -> None:
+def measure(db_url: str, steps: int, refits: int, profiled: int) -> None:
     engine, worker, run_id, send = build(db_url, steps)
     worker.process(run_id)  # the first fit of the run (cold), not counted
     cpu, wall = [], []
-    profile = cProfile.Profile()
-    for i in range(refits):
+    for i in range(refits):  # timed without the profiler (it slows pure Python several-fold)
         send(steps + 1 + i, 1)
         c0, w0 = time.process_time(), time.perf_counter()
+        worker.process(run_id)
+        cpu.append(time.process_time() - c0)
+        wall.append(time.perf_counter() - w0)
+    profile = cProfile.Profile()
+    for i in range(profiled):  # then where the time goes, over further refits
+        send(steps + 1 + refits + i, 1)
         profile.enable()
         worker.process(run_id)
         profile.disable()
-        cpu.append(time.process_time() - c0)
-        wall.append(time.perf_counter() - w0)
     engine.dispose()
     print(f"{engine.dialect.name}: {steps} steps x {len(KEYS)} keys, {refits} refits: "
-          f"CPU per refit median {1000 * statistics.median(cpu):.1f} ms "
+          f"CPU per refit median {1000 * statistics.median(cpu):.1f} ms, "
+          f"p95 {1000 * percentile(cpu, 95):.1f} ms "
           f"(min {1000 * min(cpu):.1f}, max {1000 * max(cpu):.1f}); wall median "
           f"{1000 * statistics.median(wall):.1f} ms")  # fmt: skip
-    report(pstats.Stats(profile), refits)
+    if profiled:
+        report(pstats.Stats(profile), profiled)
 
 
 def report(stats: pstats.Stats, refits: int) -> None:
@@ -144,15 +151,17 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=1000, help="steps logged before (1000)")
     p.add_argument("--refits", type=int, default=20, help="timed refits (20)")
+    p.add_argument("--profiled", type=int, default=5,
+                   help="refits profiled after the timed ones (5; 0: none)")  # fmt: skip
     p.add_argument("--postgres", action="store_true", help="Postgres instead of SQLite")
     args = p.parse_args()
     print(machine())
     if args.postgres:
         with postgres_database("grposcope_bench_refit") as url:
-            measure(url, args.steps, args.refits)
+            measure(url, args.steps, args.refits, args.profiled)
     else:
         with tempfile.TemporaryDirectory() as tmp:
-            measure(f"sqlite:///{Path(tmp) / 'r.db'}", args.steps, args.refits)
+            measure(f"sqlite:///{Path(tmp) / 'r.db'}", args.steps, args.refits, args.profiled)
     return 0
 
 

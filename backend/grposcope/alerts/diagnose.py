@@ -14,6 +14,7 @@ from grposcope.alerts import repository as repo
 from grposcope.diagnostics import RunData, evaluate_all
 from grposcope.diagnostics.data import FitPoint, Series, rule_keys
 from grposcope.diagnostics.engine import stalled
+from grposcope.diagnostics.memo import RuleMemo
 from grposcope.diagnostics.params import effective_params
 from grposcope.diagnostics.types import Outcome
 from grposcope.dynamics.snapshot import FitSnapshotModel
@@ -26,18 +27,33 @@ from grposcope.runs import repository as runs_repo
 FIT_HISTORY = 12  # snapshots the fit-based rules look back over (payloads are large)
 
 
-def run_data(session: Session, run: Run) -> RunData:
+def run_data(session: Session, run: Run, memo: RuleMemo | None = None) -> RunData:
+    """The run as the rules see it; ``memo`` carries the fit worker's results of the run's
+    last evaluation (diagnostics/memo.py: fewer recomputations, the same outcomes)."""
     keys = list(runs_repo.latest_values(session, [run.id]).get(run.id, {}))
     reward = pick_reward_key(keys)
     ev = eval_key(keys, reward)
     series = load_many(session, run.id, rule_keys(keys, reward, ev))
-    fits = []
-    if reward:
-        snaps = fits_repo.history(session, run.id, reward, FIT_HISTORY)
-        fits = [fit_point(s) for s in snaps]
+    fits = fit_history(session, run.id, reward, memo) if reward else []
     return RunData(series=series, reward_key=reward, eval_key=ev, fits=tuple(fits),
                    num_generations=run.num_generations, total_steps=total_steps(run),
-                   supplied=supplied_margin(run))  # fmt: skip
+                   supplied=supplied_margin(run), memo=memo)  # fmt: skip
+
+
+def fit_history(session: Session, run_id: int, reward: str,
+                memo: RuleMemo | None) -> list[FitPoint]:  # fmt: skip
+    """The last FIT_HISTORY reward snapshots as the rules read them. With the worker's memo,
+    only the snapshots it has not parsed yet are read (one a refit, not FIT_HISTORY payloads):
+    a snapshot is written once, by one INSERT, and never updated."""
+    if memo is None:
+        return [fit_point(s) for s in fits_repo.history(session, run_id, reward, FIT_HISTORY)]
+    ids = fits_repo.history_ids(session, run_id, reward, FIT_HISTORY)
+    held = {i: memo.rows[("fit", i)] for i in ids if ("fit", i) in memo.rows}
+    for snap in fits_repo.by_ids(session, [i for i in ids if i not in held]):
+        held[snap.id] = fit_point(snap)
+    memo.rows = {k: v for k, v in memo.rows.items() if k[0] != "fit"}
+    memo.rows.update({("fit", i): held[i] for i in ids})
+    return [held[i] for i in ids]
 
 
 def load_many(session: Session, run_id: int, keys: list[str]) -> dict[str, Series]:
@@ -69,11 +85,11 @@ def rules_config(session: Session, project_id: int) -> dict[str, tuple[bool, dic
     }
 
 
-def diagnose(session: Session, run: Run, default_stall_s: float,
-             now: datetime | None = None) -> list[Outcome]:  # fmt: skip
+def diagnose(session: Session, run: Run, default_stall_s: float, now: datetime | None = None,
+             memo: RuleMemo | None = None) -> list[Outcome]:  # fmt: skip
     """Every rule's outcome for the run, run_stalled included."""
     rules = rules_config(session, run.project_id)
-    outcomes = evaluate_all(run_data(session, run), rules)
+    outcomes = evaluate_all(run_data(session, run, memo), rules)
     outcomes.append(stall_outcome(run, rules, default_stall_s, now))
     return outcomes
 

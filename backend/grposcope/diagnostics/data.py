@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from grposcope import series_roles
+from grposcope.diagnostics.memo import RuleMemo
 
 Series = tuple[np.ndarray, np.ndarray]
 
@@ -61,6 +62,9 @@ class RunData:
     num_generations: int | None = None
     total_steps: int | None = None
     supplied: SuppliedMargin | None = None
+    # results kept from the last evaluation of this run (the fit worker's; memo.py): changes
+    # what is recomputed, never an outcome
+    memo: RuleMemo | None = field(default=None, compare=False, repr=False)
 
     def get(self, key: str | None) -> Series | None:
         if key is None or key not in self.series:

@@ -64,7 +64,8 @@ def window_se(values: np.ndarray, w: int) -> float:
     return white if batch is None else max(white, batch)
 
 
-def causal_window_se(values: np.ndarray, w: int, every: int | None = None) -> np.ndarray:
+def causal_window_se(values: np.ndarray, w: int, every: int | None = None,
+                     kept: dict | None = None) -> np.ndarray:  # fmt: skip
     """window_se of the prefix 0..i at each i, so a rule evaluated live gives the same answer
     as after the fact.
 
@@ -72,6 +73,10 @@ def causal_window_se(values: np.ndarray, w: int, every: int | None = None) -> np
     `every` points (w/2 by default, at fixed indices) from the last HISTORY·w points only and
     carried forward in between: bounded cost on a 20,000-step run, and the noise of the
     recent history rather than of a long-gone phase of the run.
+
+    ``kept`` (a memo scope over ``values``, memo.py) carries the batch part of an earlier
+    call, which depends on the points up to each index only, so a grown series costs its
+    new indices.
     """
     w = max(1, int(w))
     every = max(1, int(every if every is not None else max(1, w // 2)))
@@ -80,13 +85,18 @@ def causal_window_se(values: np.ndarray, w: int, every: int | None = None) -> np
     white = np.sqrt(d2 / np.maximum(n_diff, 1.0) / 2.0) / math.sqrt(w)
     white[: min(2, values.size)] = 0.0  # fewer than 3 points: no estimate (as white_se)
     batch = np.zeros(values.size)
-    last = 0.0
+    held = kept.get(("window_se", w, every)) if kept is not None else None
+    done = 0 if held is None else min(held.size, values.size)
+    batch[:done] = held[:done] if held is not None else 0.0
+    last = float(batch[done - 1]) if done else 0.0
     span = HISTORY * w
-    for i in range(values.size):
+    for i in range(done, values.size):
         if i % every == 0:
             got = batch_se(values[max(0, i + 1 - span) : i + 1], w)
             last = 0.0 if got is None else got
         batch[i] = last
+    if kept is not None:
+        kept[("window_se", w, every)] = batch
     return np.maximum(white, batch)
 
 

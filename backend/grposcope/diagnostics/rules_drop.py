@@ -33,6 +33,7 @@ import math
 import numpy as np
 
 from grposcope.diagnostics.data import RunData, component_keys
+from grposcope.diagnostics.memo import scope
 from grposcope.diagnostics.signal import finite, noise_sd, r
 from grposcope.diagnostics.types import Sub
 from grposcope.dynamics.smoothing import lag1_autocorrelation
@@ -56,35 +57,36 @@ def reward_drops(data: RunData, p: Params) -> list[Sub]:
         if got is None:
             continue
         s, v = finite(*got)
-        collapse = _collapse(key, s, v, p) if key == data.reward_key else None
-        subs = (collapse, _flatline(key, s, v, p), _drift(key, s, v, p))
+        kept = scope(data.memo, ("drops", key), s, v)
+        collapse = _collapse(key, s, v, p, kept) if key == data.reward_key else None
+        subs = (collapse, _flatline(key, s, v, p, kept), _drift(key, s, v, p, kept))
         out.extend(sub for sub in subs if sub)
     return out
 
 
-def _collapse(key: str, s: np.ndarray, v: np.ndarray, p: Params) -> Sub | None:
+def _collapse(key: str, s: np.ndarray, v: np.ndarray, p: Params,
+              kept: dict | None = None) -> Sub | None:  # fmt: skip
+    """The collapse sub; ``kept`` carries the windows of an earlier evaluation (window j reads
+    points up to j + m + ref_n − 1 only, memo.py), so a refit computes its new windows."""
     m, ref_n = int(p["drop_points"]), int(p["drop_reference"])
     if v.size < m + ref_n:
         return None
-    win = np.lib.stride_tricks.sliding_window_view(v, m + ref_n)  # row j ends at j + m + ref_n − 1
-    ref, now_w = win[:, :ref_n], win[:, ref_n:]
-    centre, now = np.median(ref, axis=1), np.median(now_w, axis=1)
-    d = np.diff(ref, axis=1)
-    mad = np.median(np.abs(d - np.median(d, axis=1, keepdims=True)), axis=1)
-    sigma = np.where(mad > 0, mad / (math.sqrt(2.0) * 0.6745), np.std(d, axis=1) / math.sqrt(2.0))
-    # A wandering (autocorrelated) reward moves more than its step-to-step differences say:
-    # the spread of the reference values themselves bounds σ from below.
-    # Its values over 3 reference windows, where logged: a short autocorrelated window
-    # understates how far the level wanders.
-    wide = 3 * ref_n
-    padded = np.concatenate([np.full(wide - ref_n, np.nan), v[: v.size - m]])
-    hist = np.lib.stride_tricks.sliding_window_view(padded, wide)[: centre.size]
-    med = np.nanmedian(hist, axis=1, keepdims=True)
-    spread = np.nanmedian(np.abs(hist - med), axis=1) / 0.6745
-    sigma = np.maximum(sigma, spread)
+    rows = v.size - (m + ref_n) + 1  # row j ends at j + m + ref_n − 1
+    state = ("collapse", m, ref_n, p["drop_sigmas"])
+    held = kept.get(state) if kept is not None else None
+    first = min(held["rows"], rows) if held is not None else 0
+    centre, now, sigma = _windows(v, m, ref_n, first)
+    if held is not None and first:
+        centre = np.concatenate([held["centre"][:first], centre])
+        now = np.concatenate([held["now"][:first], now])
+        sigma = np.concatenate([held["sigma"][:first], sigma])
     fall = centre - now
     hit = (fall > 0) & (fall >= p["drop_sigmas"] * np.maximum(sigma, 1e-12))
-    source = _held(hit, now, centre - p["drop_sigmas"] * sigma)
+    prior = held["source"][:first] if held is not None else None
+    source = _held(hit, now, centre - p["drop_sigmas"] * sigma, prior)
+    if kept is not None:
+        kept[state] = {"rows": rows, "centre": centre, "now": now, "sigma": sigma,
+                       "source": source}  # fmt: skip
     level = np.zeros(v.size, dtype=np.int8)
     level[m + ref_n - 1 :] = np.where(source >= 0, 3, 0)
 
@@ -102,13 +104,40 @@ def _collapse(key: str, s: np.ndarray, v: np.ndarray, p: Params) -> Sub | None:
     return s, level, evidence, False
 
 
-def _held(hit: np.ndarray, now: np.ndarray, bar: np.ndarray) -> np.ndarray:
+def _windows(v: np.ndarray, m: int, ref_n: int, first: int,
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """Reference median, recent median and noise σ of the collapse windows from row ``first``
+    on (row-wise medians: the same numbers whether computed with the earlier rows or not)."""
+    win = np.lib.stride_tricks.sliding_window_view(v[first:], m + ref_n)
+    ref, now_w = win[:, :ref_n], win[:, ref_n:]
+    centre, now = np.median(ref, axis=1), np.median(now_w, axis=1)
+    d = np.diff(ref, axis=1)
+    mad = np.median(np.abs(d - np.median(d, axis=1, keepdims=True)), axis=1)
+    sigma = np.where(mad > 0, mad / (math.sqrt(2.0) * 0.6745), np.std(d, axis=1) / math.sqrt(2.0))
+    # A wandering (autocorrelated) reward moves more than its step-to-step differences say:
+    # the spread of the reference values themselves bounds σ from below.
+    # Its values over 3 reference windows, where logged: a short autocorrelated window
+    # understates how far the level wanders.
+    wide = 3 * ref_n
+    padded = np.concatenate([np.full(wide - ref_n, np.nan), v[: v.size - m]])
+    hist = np.lib.stride_tricks.sliding_window_view(padded[first:], wide)[: centre.size]
+    med = np.nanmedian(hist, axis=1, keepdims=True)
+    spread = np.nanmedian(np.abs(hist - med), axis=1) / 0.6745
+    return centre, now, np.maximum(sigma, spread)
+
+
+def _held(hit: np.ndarray, now: np.ndarray, bar: np.ndarray,
+          prior: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
     """For each window, the window whose collapse still holds (−1 if none): a collapse stays
     while the recent median stays under the bar it fell through, so a run that collapsed and
-    stayed down keeps its alert instead of resolving once the reference window is all low."""
+    stayed down keeps its alert instead of resolving once the reference window is all low.
+    ``prior``: this scan's result over the first windows, kept from an earlier evaluation."""
     out = np.full(hit.size, -1, dtype=np.int64)
-    active = -1
-    for i in range(hit.size):
+    first = 0 if prior is None else prior.size
+    if first:
+        out[:first] = prior
+    active = int(out[first - 1]) if first else -1
+    for i in range(first, hit.size):
         if hit[i]:
             active = i if active < 0 else active
         elif active >= 0 and not now[i] < bar[active]:
@@ -117,14 +146,24 @@ def _held(hit: np.ndarray, now: np.ndarray, bar: np.ndarray) -> np.ndarray:
     return out
 
 
-def _flatline(key: str, s: np.ndarray, v: np.ndarray, p: Params) -> Sub | None:
+def _flatline(key: str, s: np.ndarray, v: np.ndarray, p: Params,
+              kept: dict | None = None) -> Sub | None:  # fmt: skip
+    """The flat-line sub; ``kept`` carries the scan of an earlier evaluation (its levels,
+    facts and the streak it ended in: index i reads points 0..i only, memo.py)."""
     m = int(p["drop_points"])
     if v.size < m + 3:
         return None
     level = np.zeros(v.size, dtype=np.int8)
     facts: dict[int, dict] = {}
     start = 0  # first index of the current streak of equal values
-    for i in range(1, v.size):
+    first = 1
+    state = ("flatline", m, p["flatline_chance"])
+    held = kept.get(state) if kept is not None else None
+    if held is not None and held[0] <= v.size:
+        first, start = held[0], held[3]
+        level[:first] = held[1]
+        facts = dict(held[2])
+    for i in range(first, v.size):
         if v[i] != v[i - 1]:
             start = i
         streak, history = i - start + 1, v[:start]
@@ -139,6 +178,8 @@ def _flatline(key: str, s: np.ndarray, v: np.ndarray, p: Params) -> Sub | None:
             facts[i] = {"key": key, "value": r(float(value)), "points": streak,
                         "since_step": int(s[start]), "earlier_median": r(float(np.median(history))),
                         "chance": float(f"{share**streak:.2g}")}  # fmt: skip
+    if kept is not None:
+        kept[state] = (v.size, level.copy(), dict(facts), start)
 
     def evidence(i: int) -> dict:
         return {"flatline": facts[i]} if i in facts else {}
@@ -146,7 +187,11 @@ def _flatline(key: str, s: np.ndarray, v: np.ndarray, p: Params) -> Sub | None:
     return s, level, evidence, False
 
 
-def _drift(key: str, s: np.ndarray, v: np.ndarray, p: Params) -> Sub | None:
+def _drift(key: str, s: np.ndarray, v: np.ndarray, p: Params,
+           kept: dict | None = None) -> Sub | None:  # fmt: skip
+    """The degradation sub; ``kept`` holds the slopes of earlier evaluations by (index, window),
+    each a function of the points up to its index only (memo.py)."""
+    kept = {} if kept is None else kept
     n_min = int(p["drift_points"])
     if v.size < n_min:
         return None
@@ -157,8 +202,11 @@ def _drift(key: str, s: np.ndarray, v: np.ndarray, p: Params) -> Sub | None:
         if (v.size - 1 - i) % stride:
             continue
         n = max(n_min, (i + 1) // 3)
-        x, y = s[i - n + 1 : i + 1].astype(float), v[i - n + 1 : i + 1]
-        slope, se, sigma = _slope(x, y)
+        x = s[i - n + 1 : i + 1].astype(float)
+        got = kept.get((i, n))
+        if got is None:
+            got = kept[(i, n)] = _slope(x, v[i - n + 1 : i + 1])
+        slope, se, sigma = got
         lost = -slope * (x[-1] - x[0])
         if slope < 0 and -slope > p["drift_sigmas"] * se and lost >= p["drift_noise"] * sigma:
             level[i] = 2

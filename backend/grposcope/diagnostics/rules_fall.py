@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from grposcope.diagnostics.data import RunData
+from grposcope.diagnostics.memo import scope
 from grposcope.diagnostics.noise import causal_window_se, max_bias, recent_white_se
 from grposcope.diagnostics.signal import finite, points, r, trailing_mean
 from grposcope.diagnostics.types import Sub
@@ -38,7 +39,7 @@ def reward_fall(data: RunData, p: Params) -> Sub | None:
     w = points(p["smooth_window"], s)
     if s.size < 2 * w:
         return None
-    f = fall_arrays(v, w, float(p["fall_sigmas"]))
+    f = fall_arrays(v, w, float(p["fall_sigmas"]), scope(data.memo, "reward", s, v))
     share = f["share"]
     level = np.where(f["significant"] & (share >= p["collapse_fraction"]), 2, 0)
     level = np.where(f["significant"] & _deep(v, w, f, p), 3, level).astype(np.int8)
@@ -70,7 +71,7 @@ def _eval_since(data: RunData, peak_step: int, now_step: int) -> dict:
             "eval_now": r(evals[now[-1]])}  # fmt: skip
 
 
-def fall_arrays(v: np.ndarray, w: int, sigmas: float) -> dict:
+def fall_arrays(v: np.ndarray, w: int, sigmas: float, kept: dict | None = None) -> dict:
     """Level, running peak, gain, fall, its share and significance at every index.
 
     The fall is the difference of two window means, the one at the peak and the one now, so
@@ -87,7 +88,7 @@ def fall_arrays(v: np.ndarray, w: int, sigmas: float) -> dict:
     peak_at = _running_argmax(masked)
     start = float(level[w - 1])
     gain, fall = peak - start, peak - level
-    se_hist = causal_window_se(v, w)
+    se_hist = causal_window_se(v, w, kept=kept)
     se = np.maximum(se_hist, recent_white_se(v, w, 3 * w))
     se_diff = np.sqrt(se_hist[peak_at] ** 2 + se**2)
     n_windows = np.maximum((idx + 1) / w, 1.0)
@@ -111,10 +112,8 @@ def _deep(v: np.ndarray, w: int, f: dict, p: Params) -> np.ndarray:
 
 def _running_argmax(x: np.ndarray) -> np.ndarray:
     """Index of the running maximum (the first index attaining it)."""
-    out = np.zeros(x.size, dtype=np.int64)
-    best, at = -np.inf, 0
-    for i, val in enumerate(x.tolist()):
-        if val > best:
-            best, at = val, i
-        out[i] = at
-    return out
+    if x.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    before = np.concatenate([[-np.inf], np.maximum.accumulate(x)[:-1]])
+    new_best = x > before  # a strictly higher value than every earlier one starts a new best
+    return np.maximum.accumulate(np.where(new_best, np.arange(x.size), 0))

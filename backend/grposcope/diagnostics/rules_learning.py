@@ -14,6 +14,7 @@ from grposcope.diagnostics.data import (
     RunData,
     first_key,
 )
+from grposcope.diagnostics.memo import scope
 from grposcope.diagnostics.merge import merge
 from grposcope.diagnostics.noise import causal_window_se
 from grposcope.diagnostics.rules_improving import improving_checks
@@ -49,31 +50,37 @@ def reward_hacking(data: RunData, p: Params) -> Trace | str:
     e_se = noise_sd(evals) / math.sqrt(k) if evals.size >= 4 else 0.0
     idx = np.searchsorted(ts, es, side="right") - 1
     t0, e0 = t_level[min(w, tv.size) - 1], e_level[k - 1]
+    # Vectorised over the eval points (the same arithmetic the per-point loop did, so the same
+    # numbers); the running bests make it O(n): the max of t_level[w-1 : j+1] at each j.
+    t_best = np.maximum.accumulate(t_level[w - 1 :])
+    e_best = np.maximum.accumulate(e_level[k - 1 :])
+    i = np.arange(k, es.size)
+    j = idx[i]
+    judged = j >= w - 1
+    t_peak = np.where(judged, t_best[np.clip(j - (w - 1), 0, None)], np.nan)
+    gain = t_peak - t0
+    judged &= ~(gain <= p["min_gain_sigmas"] * t_se) & ~(gain <= 0)
+    e_peak = e_best[i - (k - 1)]
+    e_gain = e_peak - e0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        train_prog = (t_level[j] - t0) / np.where(judged, gain, 1.0)
+        eval_rose = (e_gain > 2.0 * e_se) & (e_gain > 0)
+        eval_prog = np.where(eval_rose, (e_level[i] - e0) / np.where(eval_rose, e_gain, 1.0), 0.0)
+    gap = train_prog - eval_prog
+    fires = judged & (train_prog >= p["min_train_progress"]) & (gap >= p["progress_gap"])
     levels = np.zeros(es.size, dtype=np.int8)
-    facts: list[dict] = [{} for _ in es]
-    for i in range(k, es.size):
-        j = idx[i]
-        if j < w - 1:
-            continue
-        t_peak = float(np.max(t_level[w - 1 : j + 1]))
-        gain = t_peak - t0
-        if gain <= p["min_gain_sigmas"] * t_se or gain <= 0:
-            continue
-        e_peak = float(np.max(e_level[k - 1 : i + 1]))
-        e_gain = e_peak - e0
-        train_prog = (t_level[j] - t0) / gain
-        eval_prog = (e_level[i] - e0) / e_gain if e_gain > 2.0 * e_se and e_gain > 0 else 0.0
-        gap = train_prog - eval_prog
-        facts[i] = {"train_progress": r(train_prog), "eval_progress": r(eval_prog),
-                    "train_level": r(t_level[j]), "train_start": r(t0), "train_best": r(t_peak),
-                    "eval_level": r(e_level[i]), "eval_start": r(e0), "eval_best": r(e_peak),
-                    "eval_key": data.eval_key}  # fmt: skip
-        if train_prog >= p["min_train_progress"] and gap >= p["progress_gap"]:
-            levels[i] = 3 if e_level[i] < e0 and e_gain > 0 else 2
+    levels[i] = np.where(fires, np.where((e_level[i] < e0) & (e_gain > 0), 3, 2), 0)
 
-    def evidence(i: int) -> dict:
-        lo = int(es[max(0, i - k + 1)])
-        return {**facts[i], "step_window": [lo, int(es[i])]}
+    def evidence(at: int) -> dict:
+        lo = int(es[max(0, at - k + 1)])
+        n = at - k
+        if n < 0 or not judged[n]:
+            return {"step_window": [lo, int(es[at])]}
+        facts = {"train_progress": r(train_prog[n]), "eval_progress": r(eval_prog[n]),
+                 "train_level": r(t_level[j[n]]), "train_start": r(t0), "train_best": r(t_peak[n]),
+                 "eval_level": r(e_level[at]), "eval_start": r(e0), "eval_best": r(e_peak[n]),
+                 "eval_key": data.eval_key}  # fmt: skip
+        return {**facts, "step_window": [lo, int(es[at])]}
 
     return Trace(es, levels, np.zeros(es.size, dtype=bool), evidence)
 
@@ -159,8 +166,8 @@ def policy_concentration(data: RunData, p: Params) -> Trace | str:
     # Both moves must stand out of their own noise (a difference of two window means): on a
     # long plateau with the entropy near 0, "falls by half" and "still rises" are coin flips,
     # and without this the alert opened and resolved hundreds of times on a 100,000-step run.
-    e_se = causal_window_se(v, e_width)
-    r_se = np.interp(s, rs, causal_window_se(rv, r_width))
+    e_se = causal_window_se(v, e_width, kept=scope(data.memo, "entropy", s, v))
+    r_se = np.interp(s, rs, causal_window_se(rv, r_width, kept=scope(data.memo, "reward", rs, rv)))
     sig = p["min_sigmas"]
     rising = r_smooth[w:] - r_smooth[:-w] > sig * np.hypot(r_se[w:], r_se[:-w])
     rising &= then - smooth[w:] > sig * np.hypot(e_se[w:], e_se[:-w])

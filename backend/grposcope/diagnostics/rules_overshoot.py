@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from grposcope.diagnostics.data import FitPoint, RunData
+from grposcope.diagnostics.memo import scope
 from grposcope.diagnostics.noise import causal_window_se, max_bias
 from grposcope.diagnostics.signal import finite, level_at, points, r, trailing_mean
 from grposcope.diagnostics.types import Sub
@@ -34,7 +35,7 @@ def overshoot(data: RunData, p: Params) -> Sub | None:
     if s.size < 2 * w:
         return None
     best = np.maximum.accumulate(trailing_mean(v, w))
-    se = causal_window_se(v, w)
+    se = causal_window_se(v, w, kept=scope(data.memo, "reward", s, v))
     bar = (p["fall_sigmas"] + max_bias(np.maximum(np.arange(1, s.size + 1) / w, 1.0))) * se
     steps = np.array([f.step for f in fits], dtype=np.int64)
     best_at, bar_at = level_at(s, best, steps), level_at(s, bar, steps)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from grposcope.diagnostics.data import KL_KEYS, RunData
+from grposcope.diagnostics.memo import scope
 from grposcope.diagnostics.rules_fall import fall_arrays
 from grposcope.diagnostics.signal import finite, level_at, points, r, trailing_median
 from grposcope.diagnostics.types import Sub
@@ -35,7 +36,7 @@ def no_learning(data: RunData, p: Params) -> Sub | None:
     w = points(p["smooth_window"], s)
     if s.size < 2 * w or ks.size == 0:
         return None
-    f = fall_arrays(v, w, float(p["min_gain_sigmas"]))
+    f = fall_arrays(v, w, float(p["min_gain_sigmas"]), scope(data.memo, "reward", s, v))
     kl = level_at(ks, trailing_median(np.abs(kv), points(p["smooth_window"], ks)), s)
     old_enough = (s - s[0] >= p["no_gain_steps"]) & (s >= ks[0])
     flat = (np.arange(s.size) >= w - 1) & (f["gain"] <= f["bar"])

@@ -11,7 +11,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from sqlalchemy import select
@@ -65,9 +65,14 @@ class WarmCache:
 CONSTRAINED_GROWTH = 0.05
 
 
+# What the caller adds to a snapshot's payload, per metric, when the row is built (the worker's
+# stamp, a finished run's scored forecasts): in the INSERT, not in an UPDATE after it.
+Annotate = Callable[[str], dict[str, Any]]
+
+
 def fit_one(
     session: Session, run: Run, metric: str, cache: WarmCache | None, hyper: Any,
-    force: bool = False,
+    force: bool = False, annotate: Annotate | None = None,
 ) -> FitSnapshot | None:  # fmt: skip
     """Fit one series and add its snapshot; None when it is empty or has no new point.
 
@@ -105,7 +110,7 @@ def fit_one(
     snapshot = FitSnapshotModel.from_result(result).model_copy(update=update)
     row = FitSnapshot(run_id=run.id, metric=metric, step=last, created_at=utcnow(),
                       **snapshot_columns(snapshot))  # fmt: skip
-    row.payload = snapshot.to_json()
+    row.payload = {**snapshot.to_json(), **(annotate(metric) if annotate else {})}
     session.add(row)
     return row
 
@@ -137,11 +142,13 @@ def snapshot_columns(snapshot: FitSnapshotModel) -> dict[str, Any]:
 
 
 def refit_run(session: Session, run: Run, keys: Iterable[str], cache: WarmCache | None,
-              force: bool = False) -> dict[str, FitSnapshot]:  # fmt: skip
+              force: bool = False, annotate: Annotate | None = None,
+              ) -> dict[str, FitSnapshot]:  # fmt: skip
     """Refit the reward and the eval series; a fit that raises is logged and skipped.
 
     A series without a new point since its last snapshot is not refitted unless `force`
-    (the final refit of a finished run)."""
+    (the final refit of a finished run). Each snapshot is written by one INSERT, its payload
+    complete (``annotate`` adds the caller's entries before the row is added)."""
     keys = list(keys)
     reward = pick_reward_key(keys)
     out: dict[str, FitSnapshot] = {}
@@ -150,7 +157,7 @@ def refit_run(session: Session, run: Run, keys: Iterable[str], cache: WarmCache 
         if metric is None:
             continue
         try:
-            snap = fit_one(session, run, metric, cache, h, force)
+            snap = fit_one(session, run, metric, cache, h, force, annotate)
         except Exception:  # noqa: BLE001 - one odd series must not stop the worker
             log.exception("run %s: fitting %r failed", run.id, metric)
             continue

@@ -33,6 +33,23 @@ def history(session: Session, run_id: int, metric: str, limit: int) -> list[FitS
     return list(reversed(list(session.scalars(query))))
 
 
+def history_ids(session: Session, run_id: int, metric: str, limit: int) -> list[int]:
+    """The ids of the newest `limit` snapshots, oldest first (no payloads read)."""
+    query = (
+        select(FitSnapshot.id)
+        .where(FitSnapshot.run_id == run_id, FitSnapshot.metric == metric)
+        .order_by(FitSnapshot.id.desc())
+        .limit(limit)
+    )
+    return list(reversed(list(session.scalars(query))))
+
+
+def by_ids(session: Session, ids: Sequence[int]) -> list[FitSnapshot]:
+    if not ids:
+        return []
+    return list(session.scalars(select(FitSnapshot).where(FitSnapshot.id.in_(list(ids)))))
+
+
 def metrics_fitted(session: Session, run_id: int) -> list[str]:
     query = select(FitSnapshot.metric).where(FitSnapshot.run_id == run_id).distinct()
     return list(session.scalars(query))

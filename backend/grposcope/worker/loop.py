@@ -9,6 +9,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -20,6 +21,7 @@ from grposcope.alerts.diagnose import diagnose, rules_config, stall_outcome
 from grposcope.alerts.lifecycle import apply_outcomes
 from grposcope.config import Settings
 from grposcope.db import session_scope
+from grposcope.diagnostics.memo import RuleMemos
 from grposcope.fits.accuracy import score_run
 from grposcope.fits.refit import WarmCache, refit_run
 from grposcope.metrics.service import load_arrays
@@ -41,6 +43,11 @@ class FitWorker:
 
     The batch is small (2) on purpose: claimed runs wait for the ones before them in the
     batch, so a large batch adds head-of-line delay while other threads or workers sit idle.
+
+    Rolling state per run, in-process and bounded: the last fit results (warm starts) and the
+    rules' memo (``diagnostics/memo.py``: the per-index results and parsed fit history a refit
+    reuses while the run's series only grew), so a live run's refit costs its new points.
+    Another worker, or a restart, starts cold and reaches the same outcomes.
     """
 
     def __init__(
@@ -57,6 +64,7 @@ class FitWorker:
         self.settings = settings
         self.claimer = Claimer(engine, settings.fit_interval_s)
         self.cache = WarmCache()
+        self.memos = RuleMemos()  # per-run rule results, so a refit computes its new indices
         self.batch = batch
         self.poll_s = poll_s
         self.stall_every_s = stall_every_s
@@ -99,6 +107,7 @@ class FitWorker:
                 self._failures.pop(claim.run_id, None)
             except Exception:  # noqa: BLE001 - a bad run must not stop the worker
                 log.exception("run %s: processing failed", claim.run_id)
+                self.memos.drop(claim.run_id)  # it may hold what the rollback undid
                 self._retry_later(claim.run_id)
             finally:
                 claim.release()
@@ -128,25 +137,35 @@ class FitWorker:
             if run is None:
                 return
             keys = list(runs_repo.latest_values(session, [run.id]).get(run.id, {}))
-            started = utcnow()
             finished = run.status in ("finished", "failed")
-            snaps = refit_run(session, run, keys, self.cache, force=finished)
-            stamp = {"id": self.owner, "started": started.isoformat(),
-                     "ended": utcnow().isoformat()}  # fmt: skip
-            for snap in snaps.values():
-                snap.payload = {**snap.payload, "worker": stamp}
+            annotate = self._annotator(session, run, pick_reward_key(keys), finished)
+            snaps = refit_run(session, run, keys, self.cache, force=finished, annotate=annotate)
             self.fits_done += len(snaps)
-            reward = pick_reward_key(keys)
-            if finished and reward in snaps:
-                accuracy = _accuracy(session, run, reward)
-                snaps[reward].payload = {**snaps[reward].payload, "forecast_accuracy": accuracy}
-            session.flush()
             try:
                 with session.begin_nested():
-                    outcomes = diagnose(session, run, self.settings.stall_after_s)
+                    memo = self.memos.get(run.id)
+                    outcomes = diagnose(session, run, self.settings.stall_after_s, memo=memo)
+                    self.memos.put(run.id, memo)
                     apply_outcomes(session, run, outcomes, self.settings.base_url)
             except Exception:  # noqa: BLE001 - keep the snapshots even if a rule fails
                 log.exception("run %s: diagnostics failed", run_id)
+
+    def _annotator(self, session: Session, run: Run, reward: str | None,
+                   finished: bool) -> Callable[[str], dict[str, Any]]:  # fmt: skip
+        """What the worker adds to each snapshot's payload: its stamp, and a finished run's
+        scored forecasts on the reward fit. Added as the row is built, so a snapshot is one
+        INSERT (stamping it after the flush cost an UPDATE a snapshot)."""
+        started = utcnow().isoformat()
+
+        def annotate(metric: str) -> dict[str, Any]:
+            extra: dict[str, Any] = {
+                "worker": {"id": self.owner, "started": started, "ended": utcnow().isoformat()}
+            }
+            if finished and metric == reward:
+                extra["forecast_accuracy"] = _accuracy(session, run, metric)
+            return extra
+
+        return annotate
 
     def sweep_stalled(self) -> int:
         """Running runs silent longer than their stall limit become `stalled`, with an alert."""

@@ -1,0 +1,102 @@
+"""The fit worker's rule memo (diagnostics/memo.py) changes what is recomputed, never an
+outcome: a run evaluated step by step with one memo gets, at every step, exactly the outcomes
+(status, severity, evidence, every episode) of an evaluation from scratch."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from grposcope.diagnostics import RunData, evaluate_all
+from grposcope.diagnostics.memo import RuleMemo, RuleMemos
+from grposcope.diagnostics.noise import causal_window_se
+
+
+def _run(n: int, seed: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """A rise, a plateau, a slow degradation and a collapse, with side series that move:
+    enough for every rule to open and resolve episodes along the way."""
+    rng = np.random.default_rng(seed)
+    steps = np.arange(1, n + 1)
+    t = steps / n
+    reward = 0.1 + 0.7 * (1 - np.exp(-steps / (0.08 * n)))
+    reward -= np.where(t > 0.55, 0.4 * (t - 0.55), 0.0)  # slow drift down
+    reward -= np.where(t > 0.85, 0.5, 0.0)  # collapse
+    reward += rng.normal(0, 0.03, n)
+    entropy = 1.0 * np.exp(-3 * t) + rng.normal(0, 0.02, n)
+    grad = np.where(t > 0.8, 5.0, 1.0) * np.abs(rng.normal(1.0, 0.1, n))
+    comp = np.clip(reward + rng.normal(0, 0.05, n), 0, None)
+    zero_std = np.clip(0.1 + 0.6 * t + rng.normal(0, 0.02, n), 0, 1)
+    ev_steps = steps[::10]
+    fmt = np.where(t > 0.9, 0.0, np.round(rng.uniform(0.2, 0.6, n), 2))  # stuck at exactly 0
+    return {
+        "reward": (steps, reward),
+        "eval_reward": (ev_steps, reward[::10] - 0.3 * np.where(t[::10] > 0.4, 1.0, 0.0)),
+        "rewards/accuracy/mean": (steps, comp),
+        "rewards/format/mean": (steps, fmt),
+        "entropy": (steps, entropy),
+        "grad_norm": (steps, grad),
+        "frac_reward_zero_std": (steps, zero_std),
+        "clip_ratio/region_mean": (steps, np.abs(rng.normal(0.1, 0.05, n))),
+    }
+
+
+def _prefix(series: dict, last_step: int) -> dict:
+    return {k: (s[s <= last_step], v[s <= last_step]) for k, (s, v) in series.items()}
+
+
+def _comparable(outcomes) -> list:
+    return [(o.kind, o.status, o.reason, o.severity, o.message, o.evidence,
+             [(e.opened_step, e.resolved_step, e.severity, e.evidence, e.last_true_index)
+              for e in o.episodes]) for o in outcomes]  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_step_by_step_with_a_memo_gives_the_outcomes_of_a_fresh_evaluation(seed: int) -> None:
+    series = _run(300, seed)
+    base = RunData(series={}, reward_key="reward", eval_key="eval_reward", num_generations=8)
+    memo = RuleMemo()
+    opened = set()
+    for last in range(30, 301, 4):  # refits that see 4 new steps each, as a live run's do
+        data = replace(base, series=_prefix(series, last))
+        fresh = evaluate_all(data)
+        kept = evaluate_all(replace(data, memo=memo))
+        assert _comparable(kept) == _comparable(fresh), f"differs at step {last}"
+        opened |= {(o.kind, k) for o in fresh for e in o.episodes for k in e.evidence}
+    # the run exercises the memoised parts (the drift, the fall, the collapse all fire) and
+    # an alert that opens and resolves (reward hacking)
+    for form in ("degradation", "collapse", "fall_share_of_gain", "flatline"):
+        assert ("dynamical_instability", form) in opened
+    assert ("reward_hacking", "train_best") in opened
+
+
+def test_a_rewritten_series_is_recomputed_not_read_from_the_memo() -> None:
+    series = _run(300, 2)
+    base = RunData(series={}, reward_key="reward", eval_key="eval_reward", num_generations=8)
+    memo = RuleMemo()
+    evaluate_all(replace(base, series=_prefix(series, 250), memo=memo))
+    s, v = series["reward"]
+    rewritten = {**series, "reward": (s, np.where(s < 100, v - 0.3, v))}  # earlier points changed
+    data = replace(base, series=_prefix(rewritten, 260))
+    assert _comparable(evaluate_all(replace(data, memo=memo))) == _comparable(evaluate_all(data))
+
+
+def test_window_se_from_a_memo_equals_the_whole_computation() -> None:
+    rng = np.random.default_rng(3)
+    v = np.cumsum(rng.normal(0, 0.1, 900)) * 0.05 + rng.normal(0, 0.2, 900)
+    kept: dict = {}
+    for n in (50, 51, 300, 301, 302, 900):
+        assert np.array_equal(causal_window_se(v[:n], 20, kept=kept), causal_window_se(v[:n], 20))
+
+
+def test_the_worker_memos_are_bounded_by_the_points_they_hold() -> None:
+    memos = RuleMemos(max_points=1000)
+    for run_id in range(5):
+        memo = memos.get(run_id)
+        memo.scope("reward", np.arange(300.0), np.arange(300.0))["kept"] = run_id  # 600 points
+        memos.put(run_id, memo)
+    assert len(memos) == 1  # only the most recent fits under the bound
+    grown = (np.arange(301.0), np.arange(301.0))
+    assert memos.get(4).scope("reward", *grown) == {"kept": 4}  # a grown series keeps them
+    assert memos.get(0).scope("reward", *grown) == {}  # evicted: a fresh memo
