@@ -225,3 +225,19 @@ def test_tensorboard_tail_reads_a_file_as_it_grows(tmp_path: Path) -> None:
     data = tail.poll()
     assert data.steps() == {2: {"r": 0.5}, 3: {"r": 0.75}} and data.wall_times[3] == 4.0
     writer.close()
+
+
+def test_the_hyperparameters_option_takes_json_or_a_file_and_names_what_is_wrong(tmp_path) -> None:
+    """One parser for `import` and `follow`: inline JSON, @FILE, and an error naming the source."""
+    from grposcope_trainer.logs import hyperparameters_arg
+
+    assert hyperparameters_arg(None) == {}
+    assert hyperparameters_arg('{"learning_rate": 1e-6}') == {"learning_rate": 1e-6}
+    f = tmp_path / "hp.json"
+    f.write_text('{"k_ref": 4}')
+    assert hyperparameters_arg(f"@{f}") == {"k_ref": 4}
+    for text, message in (("[1]", "must be a JSON object, got a list"),
+                          ("{oops", "--hyperparameters is not valid JSON"),
+                          (f"@{tmp_path / 'missing.json'}", "cannot read")):  # fmt: skip
+        with pytest.raises(ValueError, match=message):
+            hyperparameters_arg(text)

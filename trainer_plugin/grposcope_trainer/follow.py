@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import logging
 import os
 import signal
@@ -29,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from grposcope_trainer.logs import FORMATS, LogFormatError
+from grposcope_trainer.logs import FORMATS, LogFormatError, hyperparameters_arg
 from grposcope_trainer.logs.tail import Tail, open_tail
 from grposcope_trainer.run import Run
 
@@ -54,7 +53,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "without --pid, never with it)",
     )
     p.add_argument("--format", choices=FORMATS, help="skip detection (needed before PATH exists)")
-    p.add_argument("--hyperparameters", metavar="JSON", help="a JSON object; overrides the log's")
+    p.add_argument(
+        "--hyperparameters", metavar="JSON|@FILE", help="a JSON object; overrides the log's"
+    )
     p.add_argument("--interval", type=float, default=0.2, help="seconds between polls")
     p.add_argument("--url", help="default: GRPOSCOPE_URL")
     p.add_argument("--token", help="default: GRPOSCOPE_TOKEN")
@@ -65,9 +66,7 @@ def run_from_args(args: argparse.Namespace) -> int:
     """The command: 0 when the run ended and everything was delivered, 1 when data is left
     in the spool (the report says where), 2 for a usage error."""
     try:
-        hyper = json.loads(args.hyperparameters) if args.hyperparameters else {}
-        if not isinstance(hyper, dict):
-            raise ValueError("--hyperparameters must be a JSON object")
+        hyper = hyperparameters_arg(args.hyperparameters)
         silence = args.silence
         if silence is None:
             silence = 0.0 if args.pid else DEFAULT_SILENCE

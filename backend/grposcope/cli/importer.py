@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -95,9 +94,12 @@ def prepare(path: Path, fmt: str | None, hyper_arg: str | None) -> dict[str, Any
     request): the ingest records, the hyperparameters, the config and the recognised roles."""
     from grposcope import series_roles
     from grposcope_trainer.config import key_problem
-    from grposcope_trainer.logs import LogFormatError, read_log
+    from grposcope_trainer.logs import LogFormatError, hyperparameters_arg, read_log
 
-    given = _hyperparameters_arg(hyper_arg)
+    try:
+        given = hyperparameters_arg(hyper_arg)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
     try:
         data = read_log(path, fmt)
         by_step = data.steps()
@@ -126,25 +128,6 @@ def prepare(path: Path, fmt: str | None, hyper_arg: str | None) -> dict[str, Any
     config["log_format"] = data.fmt
     return {"records": records, "hyperparameters": hyper, "config": config, "format": data.fmt,
             "roles": series_roles.resolve(keys)}  # fmt: skip
-
-
-def _hyperparameters_arg(text: str | None) -> dict[str, Any]:
-    if not text:
-        return {}
-    where = "--hyperparameters"
-    if text.startswith("@"):
-        where = text[1:]
-        try:
-            text = Path(where).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise CliError(f"--hyperparameters: cannot read {where}: {exc}") from None
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CliError(f"{where} is not valid JSON ({exc.msg})") from None
-    if not isinstance(value, dict):
-        raise CliError(f"{where} must be a JSON object, got a {type(value).__name__}")
-    return value
 
 
 def _record(step: int, metrics: dict[str, float], wall_time: float | None) -> dict[str, Any]:

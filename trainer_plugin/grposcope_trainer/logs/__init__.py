@@ -20,10 +20,31 @@ from pathlib import Path
 from grposcope_trainer.logs import tensorboard, textlogs, verl
 from grposcope_trainer.logs.data import LogData, LogFormatError
 
-__all__ = ["FORMATS", "LogData", "LogFormatError", "detect", "read_log"]
+__all__ = ["FORMATS", "LogData", "LogFormatError", "detect", "hyperparameters_arg", "read_log"]
 
 FORMATS = ("trainer_state", "csv", "jsonl", "verl", "tensorboard")
 _SNIFF_BYTES = 1 << 20
+
+
+def hyperparameters_arg(text: str | None) -> dict:
+    """The ``--hyperparameters`` option of ``import`` and ``follow``: a JSON object, or
+    ``@FILE`` holding one; ValueError saying what is wrong otherwise."""
+    if not text:
+        return {}
+    where = "--hyperparameters"
+    if text.startswith("@"):
+        where = text[1:]
+        try:
+            text = Path(where).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ValueError(f"--hyperparameters: cannot read {where}: {exc}") from None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{where} is not valid JSON ({exc.msg})") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{where} must be a JSON object, got a {type(value).__name__}")
+    return value
 
 
 def detect(path: Path) -> str:
