@@ -163,20 +163,26 @@ def _flatline(key: str, s: np.ndarray, v: np.ndarray, p: Params,
         first, start = held[0], held[3]
         level[:first] = held[1]
         facts = dict(held[2])
+    lo, hi = np.minimum.accumulate(v), np.maximum.accumulate(v)
+    per_streak: dict[int, tuple[float, float]] = {}  # start → (earlier median, value's share)
     for i in range(first, v.size):
         if v[i] != v[i - 1]:
             start = i
-        streak, history = i - start + 1, v[:start]
-        if streak < 3 or history.size < m or np.ptp(history) == 0:
+        streak = i - start + 1
+        # the history is v[:start]: it must vary, and the streak must sit at or under its minimum
+        if streak < 3 or start < m or hi[start - 1] == lo[start - 1] or v[i] > lo[start - 1]:
             continue
-        value = v[i]
-        if value > history.min() or value >= np.median(history):
+        if start not in per_streak:  # the history is the same for the whole streak
+            history = v[:start]
+            seen = (np.count_nonzero(history == v[i]) + 1.0) / (start + 2.0)
+            per_streak[start] = (float(np.median(history)), seen)
+        median, share = per_streak[start]
+        if v[i] >= median:
             continue
-        share = (np.count_nonzero(history == value) + 1.0) / (history.size + 2.0)
         if share**streak <= p["flatline_chance"]:
             level[i] = 3
-            facts[i] = {"key": key, "value": r(float(value)), "points": streak,
-                        "since_step": int(s[start]), "earlier_median": r(float(np.median(history))),
+            facts[i] = {"key": key, "value": r(float(v[i])), "points": streak,
+                        "since_step": int(s[start]), "earlier_median": r(median),
                         "chance": float(f"{share**streak:.2g}")}  # fmt: skip
     if kept is not None:
         kept[state] = (v.size, level.copy(), dict(facts), start)
