@@ -203,9 +203,12 @@ def _drift(key: str, s: np.ndarray, v: np.ndarray, p: Params,
         return None
     level = np.zeros(v.size, dtype=np.int8)
     facts: dict[int, dict] = {}
-    stride = max(1, v.size // _DRIFT_CHECKS)  # a long run is judged at ~_DRIFT_CHECKS points
+    # A long run is judged at ~_DRIFT_CHECKS points, on a grid fixed in the index (a power of
+    # two apart, so it moves only when the run doubles) plus the last point: a grid counted back
+    # from the last point moved with every new point, and no slope of the memo was reused.
+    stride = 1 << max(0, (v.size // _DRIFT_CHECKS).bit_length() - 1)
     for i in range(n_min - 1, v.size):
-        if (v.size - 1 - i) % stride:
+        if (i + 1) % stride and i != v.size - 1:
             continue
         n = max(n_min, (i + 1) // 3)
         x = s[i - n + 1 : i + 1].astype(float)
