@@ -1,0 +1,31 @@
+"""dynamical_instability on a 100,000-point reward, refit one point at a time with the worker's memo.
+
+    python bench/drift_memo.py
+
+Prints the first (cold) evaluation and the median of the next 10 (docs/benchmarks.md).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from grposcope.diagnostics.data import RunData
+from grposcope.diagnostics.engine import evaluate
+from grposcope.diagnostics.memo import RuleMemo
+from grposcope.diagnostics.params import defaults
+
+rng = np.random.default_rng(1)
+n = 100_000
+s = np.arange(1, n + 12)
+v = 0.5 + 0.3 * (1 - np.exp(-s / 5000)) + rng.normal(0, 0.1, s.size)
+memo = RuleMemo()
+p = defaults("dynamical_instability")
+times = []
+for k in range(n, n + 11):
+    d = RunData({"reward": (s[:k], v[:k])}, "reward", memo=memo)
+    t = time.process_time()
+    evaluate("dynamical_instability", d, p)
+    times.append(time.process_time() - t)
+print("first", round(times[0], 2), "s; next 10 median", round(float(np.median(times[1:])), 3), "s")
