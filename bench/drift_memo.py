@@ -1,4 +1,4 @@
-"""dynamical_instability on a 100,000-point reward, refit one point at a time with the worker's memo.
+"""dynamical_instability on a 100,000-point reward, refit a point at a time with a memo.
 
     python bench/drift_memo.py
 
