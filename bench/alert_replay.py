@@ -63,10 +63,6 @@ def fits_for(run: Run) -> list[FitPoint]:
 
 def replay(run: Run) -> dict:
     data = RunData(run.series, run.key, fits=fits_for(run), total_steps=int(run.steps[-1]))
-    return replay_data(run, data)
-
-
-def replay_data(run: Run, data: RunData) -> dict:
     episodes = []
     for o in evaluate_all(data):
         for e in o.episodes:
