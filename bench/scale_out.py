@@ -82,7 +82,9 @@ def step_metrics(run: SimRun, step: int, keys: list[str]) -> dict[str, float]:
 
 def produced(args: argparse.Namespace, t0: float, now: float) -> int:
     """Steps a run has produced by ``now`` (step numbers start at 1)."""
-    return min(int((now - t0) * args.rate), int(args.rate * args.duration))
+    if now - t0 >= args.duration:  # (t0 + T) - t0 may round below T
+        return int(args.rate * args.duration)
+    return int((now - t0) * args.rate)
 
 
 def client_loop(base: str, token: str, runs: list[SimRun], args: argparse.Namespace,
