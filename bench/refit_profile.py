@@ -102,24 +102,25 @@ def build(db_url: str, steps: int):  # type: ignore[no-untyped-def]
     return engine, worker, run_id, send
 
 
-def measure(db_url: str, steps: int, refits: int, profiled: int) -> None:
+def measure(db_url: str, steps: int, refits: int, profiled: int, grow: int = 1) -> None:
     engine, worker, run_id, send = build(db_url, steps)
     worker.process(run_id)  # the first fit of the run (cold), not counted
     cpu, wall = [], []
     for i in range(refits):  # timed without the profiler (it slows pure Python several-fold)
-        send(steps + 1 + i, 1)
+        send(steps + 1 + i * grow, grow)
         c0, w0 = time.process_time(), time.perf_counter()
         worker.process(run_id)
         cpu.append(time.process_time() - c0)
         wall.append(time.perf_counter() - w0)
     profile = cProfile.Profile()
     for i in range(profiled):  # then where the time goes, over further refits
-        send(steps + 1 + refits + i, 1)
+        send(steps + 1 + (refits + i) * grow, grow)
         profile.enable()
         worker.process(run_id)
         profile.disable()
     engine.dispose()
-    print(f"{engine.dialect.name}: {steps} steps x {len(KEYS)} keys, {refits} refits: "
+    print(f"{engine.dialect.name}: {steps} steps x {len(KEYS)} keys, {refits} refits "
+          f"of {grow} new step{'s' if grow > 1 else ''}: "
           f"CPU per refit median {1000 * statistics.median(cpu):.1f} ms, "
           f"p95 {1000 * percentile(cpu, 95):.1f} ms "
           f"(min {1000 * min(cpu):.1f}, max {1000 * max(cpu):.1f}); wall median "
@@ -153,15 +154,20 @@ def main() -> int:
     p.add_argument("--refits", type=int, default=20, help="timed refits (20)")
     p.add_argument("--profiled", type=int, default=5,
                    help="refits profiled after the timed ones (5; 0: none)")  # fmt: skip
+    p.add_argument("--grow", type=int, default=1,
+                   help="steps ingested before each refit (1: a refit per step; a busy "
+                        "worker sees more, e.g. 32 at 2 steps/s refitted every 16 s)")  # fmt: skip
     p.add_argument("--postgres", action="store_true", help="Postgres instead of SQLite")
     args = p.parse_args()
     print(machine())
     if args.postgres:
         with postgres_database("grposcope_bench_refit") as url:
-            measure(url, args.steps, args.refits, args.profiled)
+            measure(url, args.steps, args.refits, args.profiled, args.grow)
     else:
         with tempfile.TemporaryDirectory() as tmp:
-            measure(f"sqlite:///{Path(tmp) / 'r.db'}", args.steps, args.refits, args.profiled)
+            measure(
+                f"sqlite:///{Path(tmp) / 'r.db'}", args.steps, args.refits, args.profiled, args.grow
+            )
     return 0
 
 

@@ -19,7 +19,7 @@ from grposcope.diagnostics.params import effective_params
 from grposcope.diagnostics.types import Outcome
 from grposcope.dynamics.snapshot import FitSnapshotModel
 from grposcope.fits import repository as fits_repo
-from grposcope.metrics.service import load_many_arrays
+from grposcope.metrics.service import Loaded, load_many_arrays
 from grposcope.models import FitSnapshot, Run
 from grposcope.run_inputs import eval_key, pick_reward_key, supplied_margin, total_steps
 from grposcope.runs import repository as runs_repo
@@ -27,13 +27,23 @@ from grposcope.runs import repository as runs_repo
 FIT_HISTORY = 12  # snapshots the fit-based rules look back over (payloads are large)
 
 
-def run_data(session: Session, run: Run, memo: RuleMemo | None = None) -> RunData:
+def run_data(session: Session, run: Run, memo: RuleMemo | None = None,
+             loaded: Loaded | None = None) -> RunData:  # fmt: skip
     """The run as the rules see it; ``memo`` carries the fit worker's results of the run's
-    last evaluation (diagnostics/memo.py: fewer recomputations, the same outcomes)."""
-    keys = list(runs_repo.latest_values(session, [run.id]).get(run.id, {}))
+    last evaluation (diagnostics/memo.py: fewer recomputations, the same outcomes);
+    ``loaded`` is the run's keys and series as the worker read them for this refit (once for
+    the fits and the rules), holding at least ``rule_keys`` of them."""
+    if loaded is None:
+        keys = list(runs_repo.latest_values(session, [run.id]).get(run.id, {}))
+    else:
+        keys = loaded.keys
     reward = pick_reward_key(keys)
     ev = eval_key(keys, reward)
-    series = load_many(session, run.id, rule_keys(keys, reward, ev))
+    wanted = rule_keys(keys, reward, ev)
+    if loaded is None:
+        series = load_many(session, run.id, wanted)
+    else:
+        series = {k: loaded.series[k] for k in wanted if k in loaded.series}
     fits = fit_history(session, run.id, reward, memo) if reward else []
     return RunData(series=series, reward_key=reward, eval_key=ev, fits=tuple(fits),
                    num_generations=run.num_generations, total_steps=total_steps(run),
@@ -86,10 +96,11 @@ def rules_config(session: Session, project_id: int) -> dict[str, tuple[bool, dic
 
 
 def diagnose(session: Session, run: Run, default_stall_s: float, now: datetime | None = None,
-             memo: RuleMemo | None = None) -> list[Outcome]:  # fmt: skip
+             memo: RuleMemo | None = None,
+             loaded: Loaded | None = None) -> list[Outcome]:  # fmt: skip
     """Every rule's outcome for the run, run_stalled included."""
     rules = rules_config(session, run.project_id)
-    outcomes = evaluate_all(run_data(session, run, memo), rules)
+    outcomes = evaluate_all(run_data(session, run, memo, loaded), rules)
     outcomes.append(stall_outcome(run, rules, default_stall_s, now))
     return outcomes
 

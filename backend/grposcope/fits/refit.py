@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 from grposcope.dynamics.fit import fit_series
 from grposcope.dynamics.fit_result import FitResult
 from grposcope.dynamics.snapshot import ConstrainedPart, FitSnapshotModel
-from grposcope.metrics.service import load_many_arrays
+from grposcope.metrics.service import Loaded, load_many_arrays
 from grposcope.models import FitSnapshot, Run, utcnow
 from grposcope.run_inputs import (
     eval_key,
@@ -70,18 +70,28 @@ CONSTRAINED_GROWTH = 0.05
 Annotate = Callable[[str], dict[str, Any]]
 
 
+def fit_keys(metric: str) -> list[str]:
+    """The series one fit reads: the metric, its logged spread, the logged learning rate."""
+    return [metric, f"{metric}_std", "learning_rate"]
+
+
 def fit_one(
     session: Session, run: Run, metric: str, cache: WarmCache | None, hyper: Any,
-    force: bool = False, annotate: Annotate | None = None,
+    force: bool = False, annotate: Annotate | None = None, loaded: Loaded | None = None,
 ) -> FitSnapshot | None:  # fmt: skip
     """Fit one series and add its snapshot; None when it is empty or has no new point.
 
     The series, its logged spread and the logged learning rate come in one read (one version
-    and one key-id query, not three of each: this runs for every refit). The snapshot is built
+    and one key-id query, not three of each: this runs for every refit), or from ``loaded``,
+    what the worker read once for the whole refit. The snapshot is built
     once from the fit (`FitSnapshotModel.from_result`); a recent constrained section is carried
     forward as it was stored, never recomputed."""
     spread_key = f"{metric}_std"
-    got = load_many_arrays(session, run.id, [metric, spread_key, "learning_rate"])
+    wanted = fit_keys(metric)
+    if loaded is None:
+        got = load_many_arrays(session, run.id, wanted)
+    else:
+        got = {k: loaded.series[k] for k in wanted if k in loaded.series}
     if metric not in got:
         return None
     steps, values = got[metric]
@@ -143,7 +153,7 @@ def snapshot_columns(snapshot: FitSnapshotModel) -> dict[str, Any]:
 
 def refit_run(session: Session, run: Run, keys: Iterable[str], cache: WarmCache | None,
               force: bool = False, annotate: Annotate | None = None,
-              ) -> dict[str, FitSnapshot]:  # fmt: skip
+              loaded: Loaded | None = None) -> dict[str, FitSnapshot]:  # fmt: skip
     """Refit the reward and the eval series; a fit that raises is logged and skipped.
 
     A series without a new point since its last snapshot is not refitted unless `force`
@@ -157,7 +167,7 @@ def refit_run(session: Session, run: Run, keys: Iterable[str], cache: WarmCache 
         if metric is None:
             continue
         try:
-            snap = fit_one(session, run, metric, cache, h, force, annotate)
+            snap = fit_one(session, run, metric, cache, h, force, annotate, loaded)
         except Exception:  # noqa: BLE001 - one odd series must not stop the worker
             log.exception("run %s: fitting %r failed", run.id, metric)
             continue

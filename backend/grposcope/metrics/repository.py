@@ -73,21 +73,33 @@ def fetch(session: Session, run_id: int, key_id: int, since: int | None = None) 
     return _columns(rows) if rows else EMPTY
 
 
-def fetch_tail(session: Session, run_id: int, key_id: int, since: int) -> tuple[int, Columns]:
-    """The series' total point count and its points after ``since``, in one statement, so
-    both come from the same snapshot even while ingest commits (Postgres: one statement, one
-    snapshot). Points are never updated or deleted, so ``cached + len(tail) == count`` proves
-    nothing was inserted at or below ``since``."""
+def fetch_tails(
+    session: Session, run_id: int, since: dict[int, int]
+) -> dict[int, tuple[int, Columns]]:
+    """For each key id, the series' total point count and its points after ``since[key_id]``,
+    all in one statement: the counts and the tails come from one snapshot even while ingest
+    commits (Postgres: one statement, one snapshot), and a refit's dozen series cost one round
+    trip, not one each. Points are never updated or deleted, so ``cached + len(tail) == count``
+    proves nothing was inserted at or below ``since``. A key with no points is left out."""
+    if not since:
+        return {}
     m = _mark(session)
+    wanted = ", ".join([f"({m}, {m})"] * len(since))
     sql = (
-        f"SELECT c.n, p.step, p.value, p.flag FROM (SELECT count(*) AS n FROM points "
-        f"WHERE run_id = {m} AND key_id = {m}) AS c LEFT JOIN points AS p "
-        f"ON p.run_id = {m} AND p.key_id = {m} AND p.step > {m} ORDER BY p.step"
+        f"WITH w(key_id, since) AS (VALUES {wanted}), "
+        f"c AS (SELECT key_id, count(*) AS n FROM points WHERE run_id = {m} "
+        f"AND key_id IN (SELECT key_id FROM w) GROUP BY key_id) "
+        f"SELECT c.key_id, c.n, p.step, p.value, p.flag FROM c JOIN w ON w.key_id = c.key_id "
+        f"LEFT JOIN points AS p ON p.run_id = {m} AND p.key_id = c.key_id AND p.step > w.since "
+        f"ORDER BY c.key_id, p.step"
     )
-    rows = _rows(session, sql, (run_id, key_id, run_id, key_id, since))
-    total = int(rows[0][0])
-    tail = [row[1:] for row in rows if row[1] is not None]
-    return total, _columns(tail) if tail else EMPTY
+    params = tuple(v for pair in since.items() for v in pair) + (run_id, run_id)
+    grouped: dict[int, tuple[int, list[tuple]]] = {}
+    for key_id, total, *point in _rows(session, sql, params):
+        _, tail = grouped.setdefault(int(key_id), (int(total), []))
+        if point[0] is not None:
+            tail.append(tuple(point))
+    return {k: (n, _columns(tail) if tail else EMPTY) for k, (n, tail) in grouped.items()}
 
 
 def _mark(session: Session) -> str:

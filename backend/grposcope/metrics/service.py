@@ -11,6 +11,7 @@ to the database.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -49,6 +50,7 @@ def series(
         raise InvalidInput(f"max_points must be between {MIN_POINTS} and {MAX_POINTS}")
     version = repo.run_version(session, run_id)  # read before any point: see cache.py
     ids = repo.key_ids(session, keys)
+    whole = {} if since_step is not None else cached_many(session, run_id, [*ids.values()], version)
     out = {}
     for key in keys:
         if key not in ids:
@@ -56,37 +58,50 @@ def series(
         elif since_step is not None:
             out[key] = _encode_series(repo.fetch(session, run_id, ids[key], since_step), max_points)
         else:
-            entry = cached(session, run_id, ids[key], version)
-            out[key] = _answer(entry, max_points, session_cache(session))
+            out[key] = _answer(whole[ids[key]], max_points, session_cache(session))
     return {"run_id": run_id, "series": out}
 
 
 def cached(session: Session, run_id: int, key_id: int, version: tuple[Any, Any]) -> Entry:
-    """The whole series through the session's cache (see cache.py): as held if the run's
-    version is unchanged, else extended by its new tail if only the tail grew, else read again.
-    A session without a cache (a CLI command, a script) reads the series every time."""
+    """One whole series through the session's cache: ``cached_many`` for one key."""
+    return cached_many(session, run_id, [key_id], version)[key_id]
+
+
+def cached_many(session: Session, run_id: int, key_ids: list[int],
+                version: tuple[Any, Any]) -> dict[int, Entry]:  # fmt: skip
+    """Whole series through the session's cache (see cache.py): each as held if the run's
+    version is unchanged, else extended by its new tail if only the tail grew (the tails of
+    all such keys in one statement), else read again. A session without a cache (a CLI
+    command, a script) reads the series every time."""
     cache = session_cache(session)
     if cache is None:
-        return Entry(repo.fetch(session, run_id, key_id), version)
-    cache_key = (str(session.get_bind().url), run_id, key_id)
-    entry = cache.get(cache_key)
-    if entry is not None and entry.version == version:
-        cache.stats.hits += 1
-        return entry
-    if entry is not None and entry.version[0] == version[0] and len(entry.cols):
-        total, tail = repo.fetch_tail(session, run_id, key_id, int(entry.cols.steps[-1]))
-        if len(entry.cols) + len(tail) == total:
-            cache.stats.tails += 1
-            if len(tail):
-                entry = Entry(entry.cols.extended(tail), version)
-            else:  # another key of the run moved; this one's answers still hold
-                entry = Entry(entry.cols, version, entry.answers)
-            cache.put(cache_key, entry)
-            return entry
-    cache.stats.full_reads += 1
-    entry = Entry(repo.fetch(session, run_id, key_id), version)
-    cache.put(cache_key, entry)
-    return entry
+        return {k: Entry(repo.fetch(session, run_id, k), version) for k in key_ids}
+    where = str(session.get_bind().url)
+    out: dict[int, Entry] = {}
+    stale: dict[int, Entry] = {}
+    for key_id in key_ids:
+        entry = cache.get((where, run_id, key_id))
+        if entry is not None and entry.version == version:
+            cache.stats.hits += 1
+            out[key_id] = entry
+        elif entry is not None and entry.version[0] == version[0] and len(entry.cols):
+            stale[key_id] = entry
+    tails = repo.fetch_tails(session, run_id, {k: int(e.cols.steps[-1]) for k, e in stale.items()})
+    for key_id, entry in stale.items():
+        total, tail = tails.get(key_id, (0, EMPTY))
+        if len(entry.cols) + len(tail) != total:
+            continue  # rewritten below its end (or emptied): read again below
+        cache.stats.tails += 1
+        # no new point: another key of the run moved, and this one's answers still hold
+        out[key_id] = (Entry(entry.cols.extended(tail), version) if len(tail)
+                       else Entry(entry.cols, version, entry.answers))  # fmt: skip
+        cache.put((where, run_id, key_id), out[key_id])
+    for key_id in key_ids:
+        if key_id not in out:
+            cache.stats.full_reads += 1
+            out[key_id] = Entry(repo.fetch(session, run_id, key_id), version)
+            cache.put((where, run_id, key_id), out[key_id])
+    return out
 
 
 def _answer(entry: Entry, max_points: int | None, cache: SeriesCache | None) -> dict[str, Any]:
@@ -160,6 +175,15 @@ def load_arrays(session: Session, run_id: int, key: str) -> tuple[np.ndarray, np
     )
 
 
+@dataclass(frozen=True)
+class Loaded:
+    """A run's keys and the series one refit read of them (``load_many_arrays``), handed to
+    the fits and the rules so that each series is read once per refit."""
+
+    keys: list[str]
+    series: dict[str, tuple[np.ndarray, np.ndarray]]
+
+
 def load_many_arrays(
     session: Session, run_id: int, keys: list[str]
 ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -169,9 +193,10 @@ def load_many_arrays(
     to 2.9 s. Keys the run has never logged are left out."""
     version = repo.run_version(session, run_id)
     ids = repo.key_ids(session, keys)
+    entries = cached_many(session, run_id, list(ids.values()), version)
     out = {}
     for key, key_id in ids.items():
-        cols = cached(session, run_id, key_id, version).cols
+        cols = entries[key_id].cols
         if len(cols) == 0:
             continue
         values = cols.values.copy()

@@ -21,13 +21,14 @@ from grposcope.alerts.diagnose import diagnose, rules_config, stall_outcome
 from grposcope.alerts.lifecycle import apply_outcomes
 from grposcope.config import Settings
 from grposcope.db import session_scope
+from grposcope.diagnostics.data import rule_keys
 from grposcope.diagnostics.memo import RuleMemos
 from grposcope.fits.accuracy import score_run
-from grposcope.fits.refit import WarmCache, refit_run
-from grposcope.metrics.service import load_arrays
+from grposcope.fits.refit import WarmCache, fit_keys, refit_run
+from grposcope.metrics.service import Loaded, load_arrays, load_many_arrays
 from grposcope.models import AlertRule, Run, utcnow
 from grposcope.outage import OutageLog
-from grposcope.run_inputs import hyper_for, pick_reward_key
+from grposcope.run_inputs import eval_key, hyper_for, pick_reward_key
 from grposcope.runs import repository as runs_repo
 from grposcope.worker.claim import Claimer
 
@@ -136,15 +137,17 @@ class FitWorker:
             run = session.get(Run, run_id)
             if run is None:
                 return
-            keys = list(runs_repo.latest_values(session, [run.id]).get(run.id, {}))
+            loaded = read_once(session, run)
             finished = run.status in ("finished", "failed")
-            annotate = self._annotator(session, run, pick_reward_key(keys), finished)
-            snaps = refit_run(session, run, keys, self.cache, force=finished, annotate=annotate)
+            annotate = self._annotator(session, run, pick_reward_key(loaded.keys), finished)
+            snaps = refit_run(session, run, loaded.keys, self.cache, force=finished,
+                              annotate=annotate, loaded=loaded)  # fmt: skip
             self.fits_done += len(snaps)
             try:
                 with session.begin_nested():
                     memo = self.memos.get(run.id)
-                    outcomes = diagnose(session, run, self.settings.stall_after_s, memo=memo)
+                    outcomes = diagnose(session, run, self.settings.stall_after_s, memo=memo,
+                                        loaded=loaded)  # fmt: skip
                     self.memos.put(run.id, memo)
                     apply_outcomes(session, run, outcomes, self.settings.base_url)
             except Exception:  # noqa: BLE001 - keep the snapshots even if a rule fails
@@ -186,6 +189,19 @@ class FitWorker:
                 apply_outcomes(session, run, [outcome], self.settings.base_url)
                 n += 1
             return n
+
+
+def read_once(session: Session, run: Run) -> Loaded:
+    """Every series a refit reads (both fits' and the rules'), in one read: one version
+    query, one key-id query and one statement for all the new tails (metrics/service.py)."""
+    keys = list(runs_repo.latest_values(session, [run.id]).get(run.id, {}))
+    reward = pick_reward_key(keys)
+    ev = eval_key(keys, reward)
+    wanted = set(rule_keys(keys, reward, ev))
+    for metric in (reward, ev):
+        if metric is not None:
+            wanted.update(fit_keys(metric))
+    return Loaded(keys, load_many_arrays(session, run.id, sorted(wanted)))
 
 
 def _smallest_stall_limit(session: Session, default: float) -> float:
