@@ -211,13 +211,18 @@ def _drift(key: str, s: np.ndarray, v: np.ndarray, p: Params,
         if (i + 1) % stride and i != v.size - 1:
             continue
         n = max(n_min, (i + 1) // 3)
-        x = s[i - n + 1 : i + 1].astype(float)
+        x, y = s[i - n + 1 : i + 1].astype(float), v[i - n + 1 : i + 1]
         got = kept.get((i, n))
         if got is None:
-            got = kept[(i, n)] = _slope(x, v[i - n + 1 : i + 1])
-        slope, se, sigma = got
+            got = kept[(i, n)] = _slope(x, y)
+        slope, se = got
+        if not (slope < 0 and -slope > p["drift_sigmas"] * se):
+            continue
+        sigma = kept.get(("sigma", i, n))
+        if sigma is None:  # the noise (two medians) only where the slope test passed
+            sigma = kept[("sigma", i, n)] = noise_sd(y)
         lost = -slope * (x[-1] - x[0])
-        if slope < 0 and -slope > p["drift_sigmas"] * se and lost >= p["drift_noise"] * sigma:
+        if lost >= p["drift_noise"] * sigma:
             level[i] = 2
             facts[i] = {"key": key, "slope_per_step": r(slope, 6), "slope_t": r(slope / se, 2),
                         "lost_over_window": r(lost), "noise_sd": r(sigma),
@@ -229,16 +234,20 @@ def _drift(key: str, s: np.ndarray, v: np.ndarray, p: Params,
     return s, level, evidence, False
 
 
-def _slope(x: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
-    """OLS slope, its standard error widened for lag-1 autocorrelation, and the noise σ."""
+def _slope(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """OLS slope and its standard error widened for lag-1 autocorrelation. A slope that is
+    not negative cannot be a degradation, so its error is not computed (inf): most windows of
+    a run that is not degrading stop here."""
     xc = x - x.mean()
     sxx = float(xc @ xc)
     if sxx <= 0:
-        return 0.0, math.inf, 0.0
+        return 0.0, math.inf
     slope = float(xc @ (y - y.mean())) / sxx
+    if slope >= 0:
+        return slope, math.inf
     resid = y - y.mean() - slope * xc
     rho = lag1_autocorrelation(resid) if resid.size > 3 else 0.0
     rho = min(max(rho, 0.0), 0.9)
     var = float(resid @ resid) / max(resid.size - 2, 1)
     se = math.sqrt(var / sxx * (1 + rho) / (1 - rho))
-    return slope, se if se > 0 else math.inf, noise_sd(y)
+    return slope, se if se > 0 else math.inf
