@@ -12,6 +12,7 @@ import pytest
 from grposcope.diagnostics import RunData, evaluate_all
 from grposcope.diagnostics.memo import RuleMemo, RuleMemos
 from grposcope.diagnostics.noise import causal_window_se
+from grposcope.diagnostics.signal import trailing_median
 
 
 def _run(n: int, seed: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -25,7 +26,7 @@ def _run(n: int, seed: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     reward -= np.where(t > 0.85, 0.5, 0.0)  # collapse
     reward += rng.normal(0, 0.03, n)
     entropy = 1.0 * np.exp(-3 * t) + rng.normal(0, 0.02, n)
-    grad = np.where(t > 0.8, 5.0, 1.0) * np.abs(rng.normal(1.0, 0.1, n))
+    grad = np.where(t > 0.7, 40.0, 1.0) * np.abs(rng.normal(1.0, 0.1, n))
     comp = np.clip(reward + rng.normal(0, 0.05, n), 0, None)
     zero_std = np.clip(0.1 + 0.6 * t + rng.normal(0, 0.02, n), 0, 1)
     ev_steps = steps[::10]
@@ -37,6 +38,7 @@ def _run(n: int, seed: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         "rewards/format/mean": (steps, fmt),
         "entropy": (steps, entropy),
         "grad_norm": (steps, grad),
+        "completions/mean_length": (steps, np.where(t > 0.75, 8.0, 200.0) + rng.normal(0, 2, n)),
         "frac_reward_zero_std": (steps, zero_std),
         "clip_ratio/region_mean": (steps, np.abs(rng.normal(0.1, 0.05, n))),
     }
@@ -66,7 +68,14 @@ def test_step_by_step_with_a_memo_gives_the_outcomes_of_a_fresh_evaluation(seed:
         opened |= {(o.kind, k) for o in fresh for e in o.episodes for k in e.evidence}
     # the run exercises the memoised parts (the drift, the fall, the collapse all fire) and
     # an alert that opens and resolves (reward hacking)
-    for form in ("degradation", "collapse", "fall_share_of_gain", "flatline"):
+    for form in (
+        "degradation",
+        "collapse",
+        "fall_share_of_gain",
+        "flatline",
+        "grad_norm_growth",
+        "precursor",
+    ):
         assert ("dynamical_instability", form) in opened
     assert ("reward_hacking", "train_best") in opened
 
@@ -88,6 +97,18 @@ def test_window_se_from_a_memo_equals_the_whole_computation() -> None:
     kept: dict = {}
     for n in (50, 51, 300, 301, 302, 900):
         assert np.array_equal(causal_window_se(v[:n], 20, kept=kept), causal_window_se(v[:n], 20))
+
+
+def test_trailing_median_from_a_memo_equals_the_whole_computation() -> None:
+    rng = np.random.default_rng(4)
+    v = rng.normal(0, 1, 500)
+    kept: dict = {}
+    for n in (3, 7, 8, 60, 61, 200, 500):
+        for width in (8, 32):  # two widths in one scope, each kept apart
+            got = trailing_median(v[:n], width, kept)
+            assert np.array_equal(got, trailing_median(v[:n], width))
+            got[:] = np.nan  # the caller owns what it gets: the memo's copy is untouched
+    assert np.array_equal(trailing_median(v, 8, kept), trailing_median(v, 8))
 
 
 def test_the_worker_memos_are_bounded_by_the_points_they_hold() -> None:

@@ -211,22 +211,21 @@ def _drift(key: str, s: np.ndarray, v: np.ndarray, p: Params,
         if (i + 1) % stride and i != v.size - 1:
             continue
         n = max(n_min, (i + 1) // 3)
-        x, y = s[i - n + 1 : i + 1].astype(float), v[i - n + 1 : i + 1]
         got = kept.get((i, n))
         if got is None:
-            got = kept[(i, n)] = _slope(x, y)
+            got = kept[(i, n)] = _slope(s[i - n + 1 : i + 1].astype(float), v[i - n + 1 : i + 1])
         slope, se = got
         if not (slope < 0 and -slope > p["drift_sigmas"] * se):
             continue
         sigma = kept.get(("sigma", i, n))
         if sigma is None:  # the noise (two medians) only where the slope test passed
-            sigma = kept[("sigma", i, n)] = noise_sd(y)
-        lost = -slope * (x[-1] - x[0])
+            sigma = kept[("sigma", i, n)] = noise_sd(v[i - n + 1 : i + 1])
+        lost = -slope * float(s[i] - s[i - n + 1])
         if lost >= p["drift_noise"] * sigma:
             level[i] = 2
             facts[i] = {"key": key, "slope_per_step": r(slope, 6), "slope_t": r(slope / se, 2),
                         "lost_over_window": r(lost), "noise_sd": r(sigma),
-                        "window": [int(x[0]), int(x[-1])]}  # fmt: skip
+                        "window": [int(s[i - n + 1]), int(s[i])]}  # fmt: skip
 
     def evidence(i: int) -> dict:
         return {"degradation": facts.get(i, {})}

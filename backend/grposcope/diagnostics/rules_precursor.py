@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from grposcope.diagnostics.data import ENTROPY_KEYS, LENGTH_KEYS, RunData, first_key
+from grposcope.diagnostics.memo import scope
 from grposcope.diagnostics.signal import finite, r, trailing_median
 from grposcope.diagnostics.types import Sub
 
@@ -41,7 +42,7 @@ def _start_and_recent(data: RunData, keys: tuple[str, ...], p: Params):
     if v.size < 2 * k:
         return None
     start = float(np.median(v[:k]))
-    recent = trailing_median(v, k)
+    recent = trailing_median(v, k, scope(data.memo, ("precursor", key), s, v))
     recent[: 2 * k - 1] = np.nan  # judged once the recent window is clear of the start window
     return key, s, start, recent
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from grposcope.diagnostics.data import CLIP_KEYS, GRAD_NORM_KEYS, LOSS_KEYS, RunData, first_key
+from grposcope.diagnostics.memo import scope
 from grposcope.diagnostics.merge import merge
 from grposcope.diagnostics.rules_drop import reward_drops
 from grposcope.diagnostics.rules_fall import reward_fall
@@ -79,11 +80,12 @@ def _grad_growth(data: RunData, p: Params) -> Sub | None:
     w = points(p["smooth_window"], s)
     if s.size < 3 * w:
         return None
-    recent = trailing_median(v, w)
+    kept = scope(data.memo, "grad_growth", s, v)  # the medians of earlier refits (memo.py)
+    recent = trailing_median(v, w, kept)
     level = np.zeros(s.size, dtype=np.int8)
     base = np.full(s.size, np.nan)
     # Median of the points from 5w to w back (fewer at the start): vectorised over windows.
-    earlier = trailing_median(v, 4 * w)
+    earlier = trailing_median(v, 4 * w, kept)
     base[3 * w - 1 :] = earlier[2 * w - 1 : s.size - w]
     ratio = recent / np.where(base > 0, base, np.nan)
     level[np.nan_to_num(ratio) >= p["grad_growth"]] = 2

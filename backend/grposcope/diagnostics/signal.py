@@ -24,16 +24,25 @@ def trailing_mean(values: np.ndarray, width: int) -> np.ndarray:
     return (c[idx] - c[lo]) / (idx - lo)
 
 
-def trailing_median(values: np.ndarray, width: int) -> np.ndarray:
-    """Median of the last `width` points (the first width−1 use what exists)."""
+def trailing_median(values: np.ndarray, width: int, kept: dict | None = None) -> np.ndarray:
+    """Median of the last `width` points (the first width−1 use what exists).
+
+    Causal (index i reads points up to i), so with ``kept`` (a memo scope over ``values``,
+    memo.py) only the indices past the last call's are computed: the rules call this at every
+    refit over the whole series. Returns a fresh array the caller may modify."""
     width = max(1, int(width))
+    done = kept.get(("trailing_median", width)) if kept is not None else None
+    start = 0 if done is None or done.size > values.size else done.size
     out = np.empty(values.size)
-    head = min(width - 1, values.size)
-    for i in range(head):
+    out[:start] = done[:start] if done is not None else out[:start]
+    for i in range(start, min(width - 1, values.size)):
         out[i] = np.median(values[: i + 1])
-    if values.size >= width:
-        windows = np.lib.stride_tricks.sliding_window_view(values, width)
-        out[width - 1 :] = np.median(windows, axis=1)
+    first = max(start, width - 1)
+    if values.size > first:
+        windows = np.lib.stride_tricks.sliding_window_view(values[first - width + 1 :], width)
+        out[first:] = np.median(windows, axis=1)
+    if kept is not None:
+        kept[("trailing_median", width)] = out.copy()
     return out
 
 

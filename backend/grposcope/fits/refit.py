@@ -62,7 +62,7 @@ class WarmCache:
 # The constrained fit costs several times the free one; it is redone once the series has
 # grown by this share since the last one (or when the run finishes) and carried forward,
 # marked with the step it was made at, in between.
-CONSTRAINED_GROWTH = 0.05
+CONSTRAINED_GROWTH = 0.15
 
 
 # What the caller adds to a snapshot's payload, per metric, when the row is built (the worker's
