@@ -33,6 +33,7 @@ from grposcope.ingest.repository import KEY_CACHE_SESSION_KEY, KeyIdCache
 from grposcope.metrics.cache import SESSION_KEY, SeriesCache
 from grposcope.metrics.endpoints import router as metrics_router
 from grposcope.runs.endpoints import router as runs_router
+from grposcope.threads import one_blas_thread
 
 log = logging.getLogger("grposcope")
 API_PREFIX = "/api/v1"
@@ -41,6 +42,7 @@ API_PREFIX = "/api/v1"
 def create_app(settings: Settings | None = None, *, migrate_on_start: bool = True) -> FastAPI:
     """Build the app; ``migrate_on_start`` is off where a separate migrate step ran (compose)."""
     settings = settings or Settings()
+    one_blas_thread()  # each uvicorn worker process builds its app here (threads.py)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -12,6 +12,7 @@ import importlib
 import sys
 
 from grposcope.cli.common import CliError
+from grposcope.threads import one_blas_thread
 
 # Module names under grposcope.cli, one per top-level command (or group of commands).
 COMMAND_MODULES = (
@@ -51,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    one_blas_thread()  # every command: the worker and the fits most of all (threads.py)
     try:
         code = int(args.handler(args) or 0)
         sys.stdout.flush()  # a closed pipe shows here, inside the handler below

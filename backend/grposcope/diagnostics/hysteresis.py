@@ -14,7 +14,12 @@ from grposcope.diagnostics.types import Episode, Trace, severity_name
 
 
 def episodes(trace: Trace, open_window: int, resolve_window: int) -> list[Episode]:
-    """The alert episodes a trace implies, oldest first; the last may still be open."""
+    """The alert episodes a trace implies, oldest first; the last may still be open.
+
+    Walked streak by streak (runs of checkpoints where the condition holds, or not), each
+    streak's opening or resolving point found with numpy: within a streak the reference step
+    (the last checkpoint the other way) is fixed. A 100,000-step trace has far fewer streaks
+    than points, and this runs for every rule at every refit."""
     out: list[Episode] = []
     steps, level = trace.steps, trace.level
     if steps.size == 0:
@@ -24,18 +29,24 @@ def episodes(trace: Trace, open_window: int, resolve_window: int) -> list[Episod
     last_true = last_false
     is_open = False
     opened, peak, last_true_i = 0, 0, 0
-    for i, (step, lvl) in enumerate(zip(steps.tolist(), level.tolist(), strict=True)):
-        if lvl > 0:
-            last_true, last_true_i = step, i
-            if not is_open and (trace.instant[i] or step - last_false >= open_window):
-                is_open, opened, peak = True, step, lvl
-            elif is_open:
-                peak = lvl  # severity follows the latest confirmed condition, in place
+    on = level > 0
+    bounds = [0, *(np.flatnonzero(on[1:] != on[:-1]) + 1).tolist(), int(on.size)]
+    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+        if on[a]:
+            if not is_open:
+                hit = trace.instant[a:b] | (steps[a:b] - last_false >= open_window)
+                if hit.any():
+                    is_open, opened = True, int(steps[a + int(np.argmax(hit))])
+            peak = int(level[b - 1]) if is_open else peak  # the latest confirmed severity
+            last_true, last_true_i = int(steps[b - 1]), b - 1
         else:
-            last_false = step
-            if is_open and step - last_true >= resolve_window:
-                out.append(_episode(trace, opened, step, peak, last_true_i))
-                is_open = False
+            if is_open:
+                hit = steps[a:b] - last_true >= resolve_window
+                if hit.any():
+                    resolved = int(steps[a + int(np.argmax(hit))])
+                    out.append(_episode(trace, opened, resolved, peak, last_true_i))
+                    is_open = False
+            last_false = int(steps[b - 1])
     if is_open:
         out.append(_episode(trace, opened, None, peak, last_true_i))
     return out

@@ -12,7 +12,7 @@ from grposcope.diagnostics.types import Sub, Trace
 def merge(subs: list[Sub], instant_subs: tuple[Sub, ...] = ()) -> Trace:
     """One trace from non-empty subs; where one of ``instant_subs`` holds, the alert opens
     without waiting for the window (a NaN, or a collapse already confirmed over its points)."""
-    grid = np.unique(np.concatenate([s[0] for s in subs]))
+    grid = _union([s[0] for s in subs])
     per_sub = [_on_grid(s, grid) for s in subs]
     level = np.vstack([lv for lv, _ in per_sub]).max(axis=0).astype(np.int8)
     instant = np.zeros(grid.size, dtype=bool)
@@ -29,9 +29,31 @@ def merge(subs: list[Sub], instant_subs: tuple[Sub, ...] = ()) -> Trace:
     return Trace(grid, level, instant, evidence)
 
 
+def _union(step_arrays: list[np.ndarray]) -> np.ndarray:
+    """The sorted union of sorted step arrays. Most subs of a rule sit on the same series'
+    steps, so that array is the answer; else a stable sort of the concatenation (a merge of
+    sorted runs) and a drop of repeats, which on 100,000-step runs costs a fraction of
+    np.unique's hashing."""
+    first = step_arrays[0]
+    if _increasing(first) and all(_same(a, first) for a in step_arrays[1:]):
+        return first
+    joined = np.sort(np.concatenate(step_arrays), kind="stable")
+    return joined[np.concatenate(([True], joined[1:] != joined[:-1]))]
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> bool:
+    return a is b or (a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b))
+
+
+def _increasing(a: np.ndarray) -> bool:
+    return bool(np.all(a[1:] > a[:-1]))
+
+
 def _on_grid(sub: Sub, grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """A sub-condition's level on the merged grid, and the sub index each value came from."""
     steps, level, _, point = sub
+    if _same(steps, grid) and _increasing(grid):
+        return level.copy(), np.arange(grid.size)
     idx = np.searchsorted(steps, grid, side="right") - 1
     src = np.clip(idx, 0, None)
     out = np.where(idx >= 0, level[src], 0)

@@ -207,9 +207,10 @@ def _drift(key: str, s: np.ndarray, v: np.ndarray, p: Params,
     # two apart, so it moves only when the run doubles) plus the last point: a grid counted back
     # from the last point moved with every new point, and no slope of the memo was reused.
     stride = 1 << max(0, (v.size // _DRIFT_CHECKS).bit_length() - 1)
-    for i in range(n_min - 1, v.size):
-        if (i + 1) % stride and i != v.size - 1:
-            continue
+    checks = list(range(stride * -(-n_min // stride) - 1, v.size, stride))  # (i + 1) % stride == 0
+    if not checks or checks[-1] != v.size - 1:
+        checks.append(v.size - 1)
+    for i in checks:
         n = max(n_min, (i + 1) // 3)
         got = kept.get((i, n))
         if got is None:
