@@ -6,26 +6,34 @@
 
 Every run is cut at 20, 30, … 70 % of its points; from the prefix, each forecaster predicts the
 mean reward over two horizons: the next 10 % of points and the last 20 %. Errors are in units
-of the run's reward sd (run-σ). Forecasters: persistence (mean of the last 10 % of points seen,
-with its own empirical 80 % interval: the quantiles of the same-gap changes inside the prefix),
-the single exponential and the bare oscillator (their fitted curves' mean over the target), and
-grposcope's forecast (`forecast.predict_window`). Scores: median |error|, 80 % coverage, and the
+of the run's reward sd (run-σ). The prefix is fitted as the product fits a live run whose
+trainer says its max_steps: the planned total (`fit_series(horizon=...)`) is the run's last
+logged step. Forecasters: persistence (mean of the last 10 % of points seen, with its own
+empirical 80 % interval: the quantiles of the same-gap changes inside the prefix), the single
+exponential and the bare oscillator (their fitted curves' mean over the target), grposcope's
+forecast (`forecast.predict_window`) and the same forecast with the planned total unknown
+(`no total`: the stage's weights unscaled). Scores: median |error|, 80 % coverage, and the
 interval (Winkler) score at α = 0.2, (hi − lo) + (2/α)·(distance outside), in run-σ.
 
-`--learn` fits every cut once, then for each family picks the mix weights of each stage (rising:
-the fit's plateau start lies ahead; settled; grid, minimum mean |error|) and κ (the coverage
-closest to 80 %) on the *other* families, scores the held-out family with them, and prints the
-held-out figures and the pooled choice.
+`--learn` fits every cut once, then for each family, on the *other* families: picks the mix
+weights of each stage (rising: the fit's plateau start lies ahead; settled; grid, minimum mean
+|error|), the factor on them for each third of the planned run (`fit_priors.PROGRESS_EDGES`;
+minimum mean |error|) and κ (the coverage closest to 80 %); it scores the held-out family with
+them, with and without the progress factors, and prints the held-out figures (error, coverage,
+interval score per cut, the worst family against persistence) and the pooled choice.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 import math
 import sys
 import warnings
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,10 +50,11 @@ from grposcope.dynamics.model import single_exponential, trajectory  # noqa: E40
 
 CUTS = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7)
 ALPHA = 0.2
-FORECASTERS = ("persistence", "exponential", "oscillator", "grposcope")
+FORECASTERS = ("persistence", "exponential", "oscillator", "grposcope", "no total")
 CANDIDATES = ("long_level", "oscillator", "exponential", "oscillator_curve", "exponential_curve")
 GRID = (0.0, 0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 1.0)
 KAPPAS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0)
+SCALES = (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5)  # the factor per third of the run
 
 
 @dataclass
@@ -80,7 +89,7 @@ def cases(runs: list[Run]) -> list[Case]:
             ns = int(round(cut * n))
             if ns < 8:
                 continue
-            fit = fit_series(run.steps[:ns], run.values[:ns])
+            fit = fit_series(run.steps[:ns], run.values[:ns], horizon=float(run.steps[-1]))
             if not fit.theta:
                 continue
             targets = {"next10": (ns, min(n, ns + max(1, round(0.1 * n)))),
@@ -120,8 +129,10 @@ def bare(case: Case, which: str) -> tuple[float, float, float]:
     return mean, mean - half, mean + half
 
 
-def grposcope(case: Case) -> tuple[float, float, float]:
-    p = fc.predict_window(case.fit, *case.window)
+def grposcope(case: Case, total_known: bool = True) -> tuple[float, float, float]:
+    """The product's forecast; `total_known` False: as for a run whose max_steps is unknown."""
+    fit = case.fit if total_known else dataclasses.replace(case.fit, total_steps=None)
+    p = fc.predict_window(fit, *case.window)
     return p.mean, p.lo, p.hi
 
 
@@ -135,7 +146,8 @@ def score(case: Case, pred: tuple[float, float, float]) -> tuple[float, bool, fl
 def predict_all(all_cases: list[Case]) -> None:
     for c in all_cases:
         c.preds = {"persistence": persistence(c), "exponential": bare(c, "exponential"),
-                   "oscillator": bare(c, "oscillator"), "grposcope": grposcope(c)}  # fmt: skip
+                   "oscillator": bare(c, "oscillator"), "grposcope": grposcope(c),
+                   "no total": grposcope(c, total_known=False)}  # fmt: skip
 
 
 def _table(rows: dict[str, list[Case]], title: str) -> None:
@@ -170,7 +182,9 @@ def report(all_cases: list[Case]) -> None:
         g = np.median([score(c, c.preds["grposcope"])[0] for c in group])
         p = np.median([score(c, c.preds["persistence"])[0] for c in group])
         e = np.median([score(c, c.preds["exponential"])[0] for c in group])
-        ratios.append(f"{name}: grposcope/persistence {g / p:.2f}, /exponential {g / e:.2f}")
+        u = np.median([score(c, c.preds["no total"])[0] for c in group])
+        ratios.append(f"{name}: grposcope/persistence {g / p:.2f}, /exponential {g / e:.2f}; "
+                      f"no total/persistence {u / p:.2f}")  # fmt: skip
     print("\n" + "\n".join(ratios))
 
 
@@ -200,77 +214,193 @@ def adaptation(all_cases: list[Case]) -> None:
               f"(persistence {np.median(naive):.3f})")  # fmt: skip
 
 
-def _features(c: Case) -> np.ndarray:
-    """Each candidate's forecast minus the recent level (predict_window with a unit weight)."""
-    base = c.fit.recent_level
-    out = []
-    saved = {k: dict(v) for k, v in fc.MIX_WEIGHTS.items()}
+STAGES = ("rising", "settled")
+
+
+@contextmanager
+def _settings(weights: dict[str, dict[str, float]] | None = None,
+              scale: tuple[float, ...] | None = None,
+              kappa: float | None = None) -> Iterator[None]:  # fmt: skip
+    """The forecast's weights, progress factors and κ set for a while (restored on exit)."""
+    saved = ({k: dict(v) for k, v in fc.MIX_WEIGHTS.items()}, fc.PROGRESS_SCALE, fc.KAPPA)
     try:
-        for name in CANDIDATES:
-            for weights in fc.MIX_WEIGHTS.values():
-                weights.update({k: float(k == name) for k in CANDIDATES})
-            out.append(fc.predict_window(c.fit, *c.window).mean - base)
+        for st, w in (weights or {}).items():
+            fc.MIX_WEIGHTS[st] = dict(w)
+        if scale is not None:
+            fc.PROGRESS_SCALE = tuple(scale)
+        if kappa is not None:
+            fc.KAPPA = kappa
+        yield
     finally:
-        fc.MIX_WEIGHTS.update(saved)
+        fc.MIX_WEIGHTS.update(saved[0])
+        fc.PROGRESS_SCALE, fc.KAPPA = saved[1], saved[2]
+
+
+def _features(c: Case) -> np.ndarray:
+    """Each candidate's forecast minus the recent level (predict_window with a unit weight and
+    no progress factor)."""
+    out = []
+    for name in CANDIDATES:
+        unit = {k: float(k == name) for k in CANDIDATES}
+        with _settings(dict.fromkeys(STAGES, unit), scale=(1.0,) * len(fc.PROGRESS_SCALE)):
+            out.append(fc.predict_window(c.fit, *c.window).mean - c.fit.recent_level)
     return np.array(out)
 
 
+@dataclass
+class Table:
+    """What learning reads of every case, as arrays (one row per case)."""
+
+    feats: np.ndarray
+    base: np.ndarray
+    truth: np.ndarray
+    sd: np.ndarray
+    family: np.ndarray
+    stage: np.ndarray
+    third: np.ndarray  # index of the progress bin (fit_priors.PROGRESS_EDGES)
+    cut: np.ndarray
+
+    @classmethod
+    def of(cls, all_cases: list[Case]) -> Table:
+        prog = [fc.progress(c.fit) for c in all_cases]
+        assert all(p is not None for p in prog), "the backtest passes every run's planned total"
+        return cls(feats=np.array([_features(c) for c in all_cases]),
+                   base=np.array([c.fit.recent_level for c in all_cases]),
+                   truth=np.array([c.truth for c in all_cases]),
+                   sd=np.array([c.run.sd for c in all_cases]),
+                   family=np.array([c.run.family for c in all_cases]),
+                   stage=np.array([fc.stage(c.fit) for c in all_cases]),
+                   third=np.digitize(np.array(prog, dtype=float), fc.PROGRESS_EDGES, right=False),
+                   cut=np.array([c.cut for c in all_cases]))  # fmt: skip
+
+    def errors(self, change: np.ndarray) -> np.ndarray:
+        """|recent level + change − truth| in run-σ; `change` is (cases,) or (cases, options)."""
+        if change.ndim == 1:
+            return np.abs(self.base + change - self.truth) / self.sd
+        return np.abs(self.base[:, None] + change - self.truth[:, None]) / self.sd[:, None]
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What the learner picked on a set of families."""
+
+    weights: dict[str, dict[str, float]]
+    scale: tuple[float, ...]
+    kappa: float = 1.0
+
+
+def _choose(t: Table, combos: np.ndarray, errors: np.ndarray, train: np.ndarray) -> Choice:
+    """Per stage the weight combination, then per third of the run the factor on it, each with
+    the minimum mean |error| over the `train` cases."""
+    weights = {}
+    for st in STAGES:
+        j = int(np.argmin(errors[train & (t.stage == st)].mean(axis=0)))
+        weights[st] = dict(zip(CANDIDATES, combos[j].tolist(), strict=True))
+    w = np.array([[weights[st][k] for k in CANDIDATES] for st in t.stage])
+    scaled = t.errors((t.feats * w).sum(axis=1)[:, None] * np.array(SCALES)[None, :])
+    scale = []
+    for b in range(len(fc.PROGRESS_EDGES) + 1):
+        m = train & (t.third == b)
+        scale.append(SCALES[int(np.argmin(scaled[m].mean(axis=0)))] if m.any() else 1.0)
+    return Choice(weights, tuple(scale))
+
+
+def _kappa(all_cases: list[Case], choice: Choice, train: np.ndarray, total_known: bool) -> float:
+    """κ whose 80 % intervals cover closest to 80 % of the `train` cases."""
+    idx = np.flatnonzero(train)
+    cover = {}
+    for kappa in KAPPAS:
+        with _settings(choice.weights, choice.scale, kappa):
+            hits = [score(all_cases[i], grposcope(all_cases[i], total_known))[1] for i in idx]
+        cover[kappa] = float(np.mean(hits))
+    return min(KAPPAS, key=lambda k: abs(cover[k] - 0.8))
+
+
+Pred = tuple[float, float, float]
+
+
+def _held_out(all_cases: list[Case], t: Table, combos: np.ndarray,
+              errors: np.ndarray) -> dict[str, list[Pred]]:  # fmt: skip
+    """Every family forecast with what the other families chose: the product's forecast with
+    the planned total (`grposcope`) and without it (`no total`: the stage's weights, factor 1)."""
+    out: dict[str, list[Pred]] = {"no total": [], "grposcope": []}
+    preds: dict[str, dict[int, Pred]] = {k: {} for k in out}
+    for fam in sorted(set(t.family)):
+        held = t.family == fam
+        choice = _choose(t, combos, errors, ~held)
+        kappas = {}
+        for mode in out:
+            known = mode == "grposcope"
+            kappas[mode] = k = _kappa(all_cases, choice, ~held, known)
+            with _settings(choice.weights, choice.scale, k):
+                for i in np.flatnonzero(held):
+                    preds[mode][int(i)] = grposcope(all_cases[i], known)
+        print(f"  {fam}: rising {_w(choice.weights['rising'])}, settled "
+              f"{_w(choice.weights['settled'])}, thirds {choice.scale}, κ {kappas['grposcope']} "
+              f"(no total: {kappas['no total']})")  # fmt: skip
+    return {mode: [p[i] for i in range(len(all_cases))] for mode, p in preds.items()}
+
+
+def _w(weights: dict[str, float]) -> str:
+    return "/".join(f"{weights[k]:g}" for k in CANDIDATES)
+
+
+def _cell(all_cases: list[Case], preds: list[Pred], mask: np.ndarray) -> tuple[float, str]:
+    s = [score(c, p) for c, p, m in zip(all_cases, preds, mask, strict=True) if m]
+    err = float(np.median([x[0] for x in s]))
+    return err, f"{err:.3f} / {np.mean([x[1] for x in s]):.0%} / {np.median([x[2] for x in s]):.2f}"
+
+
+def _held_report(all_cases: list[Case], t: Table, held: dict[str, list[Pred]]) -> None:
+    """Held-out error / coverage / interval score per cut and per family, against persistence."""
+    base = {f: [persistence(c) if f == "persistence" else bare(c, f) for c in all_cases]
+            for f in ("persistence", "exponential")}  # fmt: skip
+    cols = {**base, **held}
+    print(
+        "\n| group | n | "
+        + " | ".join(f"{f} err / cov / IS" for f in cols)
+        + " | no total / persistence | grposcope / persistence | grposcope / exponential |"
+    )
+    print("|---|---|" + "---|" * (len(cols) + 3))
+    groups = {"pooled": np.ones(len(all_cases), dtype=bool)}
+    groups |= {f"cut {c:.0%}": t.cut == c for c in CUTS}
+    for name, m in groups.items():
+        cells = {f: _cell(all_cases, p, m) for f, p in cols.items()}
+        e = {f: v[0] for f, v in cells.items()}
+        ratios = (e["no total"] / e["persistence"], e["grposcope"] / e["persistence"],
+                  e["grposcope"] / e["exponential"])  # fmt: skip
+        print(f"| {name} | {int(m.sum())} | " + " | ".join(v[1] for v in cells.values())
+              + "".join(f" | {r:.2f}" for r in ratios) + " |")  # fmt: skip
+    for mode in held:
+        gaps = {fam: _cell(all_cases, held[mode], t.family == fam)[0]
+                - _cell(all_cases, cols["persistence"], t.family == fam)[0]
+                for fam in sorted(set(t.family))}  # fmt: skip
+        worst = sorted(gaps.items(), key=lambda kv: -kv[1])[:3]
+        print(
+            f"{mode}, held out: median |err| − persistence's, worst families: "
+            + ", ".join(f"{fam} {gap:+.3f}" for fam, gap in worst)
+        )
+
+
 def learn(all_cases: list[Case]) -> None:
-    """Mix weights per stage (rising | settled) and κ, each family scored with what the other
-    families chose."""
+    """Mix weights per stage (rising | settled), their factor per third of the planned run and
+    κ, each family scored with what the other families chose."""
     combos = np.array([w for w in itertools.product(GRID, repeat=len(CANDIDATES))
                        if sum(w) <= 1.0 + 1e-9])  # fmt: skip
-    feats = np.array([_features(c) for c in all_cases])
-    base = np.array([c.fit.recent_level for c in all_cases])
-    truth = np.array([c.truth for c in all_cases])
-    sd = np.array([c.run.sd for c in all_cases])
-    families = np.array([c.run.family for c in all_cases])
-    stages = np.array([fc.stage(c.fit) for c in all_cases])
-    errors = np.abs(base[:, None] + feats @ combos.T - truth[:, None]) / sd[:, None]
-    held = np.empty(len(all_cases))
-    pooled: dict[str, dict[str, float]] = {}
-    for st in ("rising", "settled"):
-        in_stage = stages == st
-        print(f"{st}: {in_stage.sum()} forecasts; held-out weights per family "
-              f"({', '.join(CANDIDATES)}):")  # fmt: skip
-        for fam in sorted(set(families)):
-            out = families == fam
-            j = int(np.argmin(errors[~out & in_stage].mean(axis=0)))
-            held[out & in_stage] = errors[out & in_stage, j]
-            print(f"  {fam}: {tuple(float(x) for x in combos[j])}")
-        j_all = int(np.argmin(errors[in_stage].mean(axis=0)))
-        pooled[st] = dict(zip(CANDIDATES, combos[j_all].tolist(), strict=True))
-    print("pooled choice:", pooled)
-    pers = np.array([score(c, persistence(c))[0] for c in all_cases])
-    print(f"held-out median |err| {np.median(held):.3f} vs persistence {np.median(pers):.3f}")
-    cuts = np.array([c.cut for c in all_cases])
-    for cut in CUTS:
-        m = cuts == cut
-        print(f"  cut {cut:.0%}: held-out {np.median(held[m]):.3f}, persistence "
-              f"{np.median(pers[m]):.3f}")  # fmt: skip
-    _learn_kappa(all_cases, pooled)
-
-
-def _learn_kappa(all_cases: list[Case], weights: dict[str, dict[str, float]]) -> None:
-    saved_w, saved_k = {k: dict(v) for k, v in fc.MIX_WEIGHTS.items()}, fc.KAPPA
-    fc.MIX_WEIGHTS.update(weights)
-    hits = {}
-    try:
-        for kappa in KAPPAS:
-            fc.KAPPA = kappa
-            hits[kappa] = np.array([score(c, grposcope(c))[1] for c in all_cases])
-    finally:
-        fc.MIX_WEIGHTS.update(saved_w)
-        fc.KAPPA = saved_k
-    families = np.array([c.run.family for c in all_cases])
-    held = np.empty(len(all_cases), dtype=bool)
-    for fam in sorted(set(families)):
-        out = families == fam
-        best = min(KAPPAS, key=lambda k: abs(hits[k][~out].mean() - 0.8))
-        held[out] = hits[best][out]
-    pooled = min(KAPPAS, key=lambda k: abs(hits[k].mean() - 0.8))
-    print(f"κ pooled {pooled} (coverage {hits[pooled].mean():.0%}); held-out coverage "
-          f"{held.mean():.0%}")  # fmt: skip
+    t = Table.of(all_cases)
+    errors = t.errors(t.feats @ combos.T)
+    for b in range(len(fc.PROGRESS_EDGES) + 1):
+        print(
+            f"third {b}: {int((t.third == b).sum())} forecasts "
+            f"({int((t.third == b)[t.stage == 'rising'].sum())} rising)"
+        )
+    print("held-out choices per family (weights: " + "/".join(CANDIDATES) + "):")
+    held = _held_out(all_cases, t, combos, errors)
+    _held_report(all_cases, t, held)
+    everything = np.ones(len(all_cases), dtype=bool)
+    pooled = _choose(t, combos, errors, everything)
+    kappa = _kappa(all_cases, pooled, everything, total_known=True)
+    print(f"\npooled choice: {pooled.weights}, thirds {pooled.scale}, κ {kappa}")
 
 
 def main() -> int:

@@ -7,11 +7,12 @@ import pytest
 
 from grposcope.dynamics.continuum import Hyper, continuum_coefficients
 from grposcope.dynamics.fit import fit_series
-from grposcope.dynamics.fit_priors import MIX_WEIGHTS
+from grposcope.dynamics.fit_priors import MIX_WEIGHTS, PROGRESS_SCALE
 from grposcope.dynamics.forecast import (
     compute_budget,
     forecast_band,
     predict_window,
+    progress,
     steps_to_plateau,
 )
 from grposcope.dynamics.model import trajectory
@@ -59,6 +60,35 @@ def test_settled_forecast_is_the_smoothed_recent_level() -> None:
     expected = fit.recent_level + w_long * (fit.long_level - fit.recent_level)
     assert pred.mean == pytest.approx(expected, abs=0.03)
     assert pred.mean < fit.recent_level
+
+
+def test_weights_follow_the_planned_progress() -> None:
+    # The same prefix (150 of 300 steps seen) with three planned totals: the stage's weights are
+    # scaled by the factor of the third the last step lies in; unknown total: unscaled.
+    t, y = _run(7)
+    unknown = fit_series(t[:150], y[:150])
+    assert progress(unknown) is None
+    base = dict(predict_window(unknown, 200, 220).weights)
+    for total, third in ((1000.0, 0), (300.0, 1), (180.0, 2)):
+        fit = fit_series(t[:150], y[:150], horizon=total)
+        pred = predict_window(fit, 160, 170)
+        assert pred.progress == pytest.approx(150 / total) == progress(fit)
+        scaled = {k: PROGRESS_SCALE[third] * w for k, w in base.items()}
+        assert dict(pred.weights) == pytest.approx(scaled)
+        assert pred.to_json()["progress"] == pytest.approx(150 / total)
+    # a planned total before the last step (a resumed run) is no planned total
+    assert progress(fit_series(t[:150], y[:150], horizon=100.0)) is None
+
+
+def test_late_in_the_run_the_forecast_leans_on_persistence() -> None:
+    t, y = _run(8, noise=0.02)
+    unknown = fit_series(t[:120], y[:120])
+    late = fit_series(t[:120], y[:120], horizon=150.0)  # progress 0.8: the last third
+    a, b = predict_window(unknown, 130, 150), predict_window(late, 130, 150)
+    # still rising: both forecast above the recent level, the late one by its factor less
+    gap_unknown, gap_late = a.mean - unknown.recent_level, b.mean - late.recent_level
+    assert gap_unknown > 0
+    assert gap_late == pytest.approx(PROGRESS_SCALE[2] * gap_unknown, rel=1e-6)
 
 
 def test_weak_fit_shrinks_to_recent_level() -> None:

@@ -264,7 +264,8 @@ def fit_series(
         warmup), which the constrained fit reads K with; the margins stay at `hyper.lr`.
         None: `hyper.lr`.
     horizon : the step the forecast band runs to (the planned last step; default twice the
-        steps seen); it also bounds the compute budget.
+        steps seen); it also bounds the compute budget and, as the run's planned total, sets
+        the forecast's progress (its weights per third of the run; not before the last step).
     predict : a (from, to) window: `result.prediction` is the mean metric over it.
 
     The forecasts (band, steps to plateau, compute budget, the `predict` window) are computed
@@ -317,6 +318,7 @@ def fit_series(
         noise=noise,
         long_level=float(np.mean(series.values[-max(3, int(round(LONG_FRACTION * n))) :])),
         bounds=known_bounds(metric, series.values),
+        total_steps=horizon if horizon is not None and horizon >= series.steps[-1] else None,
     )
     return _with_forecasts(result, horizon, predict)
 

@@ -60,8 +60,9 @@ DEFAULT_PRIORS = Priors(
 # Forecast calibration: sd of the model error of the mean level grows as
 # KAPPA · (series sd) · (distance past the last step, in units of the steps seen).
 # Learned with the mix below by `python bench/backtest.py --learn ../shared/data/real_logs`
-# (80 % coverage of the backtest's forecasts, pooled over families; docs/dynamics-fit.md).
-KAPPA = 1.0
+# (80 % coverage of the backtest's forecasts, pooled over families; docs/dynamics-fit.md;
+# 1.0 before the progress factors, which the intervals are now calibrated with).
+KAPPA = 0.75
 # The forecast is a combination of the curves grposcope knows, anchored on persistence (the mean
 # of the last 10 % of points): mean = recent level + Σ wᵢ · (candidateᵢ − recent level), where the
 # candidates are the long level (mean of the last 30 % of points: a persistence with less noise
@@ -81,6 +82,15 @@ MIX_WEIGHTS: dict[str, dict[str, float]] = {
     "settled": {"long_level": 0.375, "oscillator": 0.0, "exponential": 0.0,
                 "oscillator_curve": 0.125, "exponential_curve": 0.375},
 }  # fmt: skip
+# How far the run has come: progress = last step seen / planned last step (the trainer's
+# max_steps, `fit_series(horizon=...)`), when the run says. The stage's weights above are scaled
+# by one factor per third of the planned run (edges a priori, not fitted): early on a fitted
+# curve knows more than the few points seen; in the last third the corpus's runs change little
+# and the curves' extrapolation mostly adds lag and its own errors. Learned with the weights,
+# leave-one-family-out (`bench/backtest.py --learn`, docs/dynamics-fit.md); with the planned
+# total unknown the factor is 1 (the stage's weights as they are).
+PROGRESS_EDGES = (1.0 / 3.0, 2.0 / 3.0)
+PROGRESS_SCALE = (1.25, 1.0, 0.5)
 # The candidates that need a converged fit (the others are levels of the data itself).
 CURVE_CANDIDATES = ("oscillator", "exponential", "oscillator_curve", "exponential_curve")
 LONG_FRACTION = 0.3

@@ -84,6 +84,7 @@ class Prediction:
     weights: tuple[tuple[str, float], ...] = ()  # (candidate, weight) of the mix in `mean`
     method: str = "mix"
     stage: str = "settled"  # rising | settled: which set of weights the mix used
+    progress: float | None = None  # last step / planned last step; None: total unknown
 
     def to_json(self) -> dict[str, Any]:
         return finite(
@@ -95,6 +96,7 @@ class Prediction:
                 "hi": self.hi,
                 "method": self.method,
                 "stage": self.stage,
+                "progress": self.progress,
                 "recent_level": self.recent_level,
                 "weights": dict(self.weights),
             }  # fmt: skip
@@ -215,6 +217,7 @@ class FitResult:
     noise: NoiseSplit | None = None  # sampling vs dynamical split (fit_series(sampling=...))
     long_level: float = float("nan")  # mean of the last 30 % of points (the mix's long level)
     bounds: tuple[float, float] | None = None  # known range of the metric (a 0/1 rate), or None
+    total_steps: float | None = None  # the planned last step (fit_series' horizon), if known
     # What the forecasts computed from this fit (fit_series computes them once; None for a
     # result without a curve, or without a `predict` window).
     steps_to_plateau: float | None = None

@@ -6,9 +6,11 @@ of the last 10 % of points, the "recent level"):
     mean = recent level + Σ wᵢ · (candidateᵢ − recent level)
 
 with the candidates of `fit_priors.MIX_WEIGHTS` (one set while the run still rises, one once it
-has settled): the long level (mean of the last 30 % of points), the changes the fitted
-oscillator and single exponential predict from the recent window to the target window, and
-those two curves' own values over the target (a fitted curve smooths the level). The
+has settled; when the planned total is known, scaled by `PROGRESS_SCALE` for the third of the
+planned run the last step lies in): the long level (mean of the last 30 % of points), the
+changes the fitted oscillator and single exponential predict from the recent window to the
+target window, and those two curves' own values over the target (a fitted curve smooths the
+level). The
 weights were learned by leave-one-family-out backtesting on real runs (`bench/backtest.py`,
 docs/dynamics-fit.md): persistence alone was hard to beat on runs nobody tuned on, and a bare
 fitted curve extrapolates its errors, so each curve only contributes a shrunk share.
@@ -22,13 +24,21 @@ metric with a known range (a 0/1 rate) has its interval clipped to it.
 
 from __future__ import annotations
 
+import bisect
 import math
 from typing import Any
 
 import numpy as np
 
 from grposcope.dynamics import fit_core as core
-from grposcope.dynamics.fit_priors import CURVE_CANDIDATES, KAPPA, MIX_WEIGHTS, Z80
+from grposcope.dynamics.fit_priors import (
+    CURVE_CANDIDATES,
+    KAPPA,
+    MIX_WEIGHTS,
+    PROGRESS_EDGES,
+    PROGRESS_SCALE,
+    Z80,
+)
 from grposcope.dynamics.fit_result import Band, FitResult, Prediction
 from grposcope.dynamics.model import single_exponential
 from grposcope.dynamics.smoothing import variance_inflation
@@ -36,7 +46,7 @@ from grposcope.dynamics.smoothing import variance_inflation
 _MAX_WINDOW_POINTS = 200
 _BAND_POINTS = 60
 
-__all__ = ["Band", "Prediction", "compute_budget", "forecast_band", "predict_window"]
+__all__ = ["Band", "Prediction", "compute_budget", "forecast_band", "predict_window", "progress"]
 
 
 def _require(result: FitResult) -> None:
@@ -89,10 +99,27 @@ def stage(result: FitResult) -> str:
     return "rising" if start is not None and last is not None and start > last else "settled"
 
 
+def progress(result: FitResult) -> float | None:
+    """Last step seen / planned last step, or None when the planned total is not known."""
+    total, last = result.total_steps, result.last_step
+    if total is None or last is None or not math.isfinite(total) or total <= 0 or last > total:
+        return None
+    return max(0.0, last / total)
+
+
+def progress_scale(result: FitResult) -> float:
+    """The factor on the stage's weights for the third of the planned run the fit has reached
+    (1 when the total is unknown): late in a run the curves' extrapolation is worth less."""
+    p = progress(result)
+    return 1.0 if p is None else PROGRESS_SCALE[bisect.bisect_right(PROGRESS_EDGES, p)]
+
+
 def _weights(result: FitResult) -> dict[str, float]:
-    """The mix's weights for the run's stage; a curve that did not converge adds nothing."""
+    """The mix's weights for the run's stage and progress; a curve that did not converge adds
+    nothing."""
     ok = result.success and result.single_exponential is not None
-    weights = dict(MIX_WEIGHTS[stage(result)])
+    scale = progress_scale(result)
+    weights = {name: scale * w for name, w in MIX_WEIGHTS[stage(result)].items()}
     if not ok:
         for name in CURVE_CANDIDATES:
             weights[name] = 0.0
@@ -167,7 +194,8 @@ def predict_window(result: FitResult, start: float, end: float) -> Prediction:
     lo, hi = _clip(result, mean - half, mean + half)
     weights = tuple(sorted(_weights(result).items()))
     return Prediction(start, end, mean, float(lo), float(hi), float(np.mean(curve)),
-                      result.recent_level, weights, stage=stage(result))  # fmt: skip
+                      result.recent_level, weights, stage=stage(result),
+                      progress=progress(result))  # fmt: skip
 
 
 def forecast_band(result: FitResult, horizon: float | None = None) -> Band:

@@ -87,6 +87,9 @@ class PredictionPart(_Part):
     )
     recent_level: float | None = None
     weights: dict[str, float | None] = Field(default_factory=dict)
+    progress: float | None = Field(
+        default=None, description="last step / planned last step; null: total unknown"
+    )
 
 
 class ForecastPart(_Part):
