@@ -193,3 +193,28 @@ def test_refit_splits_the_noise_and_reports_the_exact_damping_ratio(api):
     send(api, api.alpha, bare["id"], steps, reward=values, reward_std=std)
     drain(worker_for(api))
     assert "noise" not in _get(api, f"/runs/{bare['id']}/fit").json()  # no batch size known
+
+
+def test_another_worker_continues_a_run_warm_from_its_stored_fit(api, monkeypatch):
+    """Workers take turns on a run: the one that did not make the last fit seeds from the
+    stored snapshot (its oscillator and model), not from a grid search of its own."""
+    import grposcope.dynamics.fit_core as core
+
+    run = make_run(api, api.alpha)
+    steps, values = learning_curve(200)
+    send(api, api.alpha, run["id"], steps[:100], reward=values[:100])
+    drain(worker_for(api))  # the first worker's cold fit
+    stored = _get(api, f"/runs/{run['id']}/fit").json()["oscillator"]
+    assert isinstance(stored["t0_fitted"], bool)
+    grid_searches = []
+    real = core.oscillator_starts
+    monkeypatch.setattr(core, "oscillator_starts",
+                        lambda *a, **k: grid_searches.append(1) or real(*a, **k))  # fmt: skip
+    send(api, api.alpha, run["id"], steps[100:110], reward=values[100:110])
+    drain(worker_for(api))  # a fresh worker: empty cache of its own
+    assert grid_searches == []
+    fit = _get(api, f"/runs/{run['id']}/fit").json()
+    assert fit["step"] == steps[109] and fit["status"] == "ok"
+    send(api, api.alpha, run["id"], steps[110:], reward=values[110:])  # grew > 25 %: cold again
+    drain(worker_for(api))
+    assert grid_searches

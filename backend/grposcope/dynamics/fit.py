@@ -35,6 +35,7 @@ from grposcope.dynamics.fit_result import (
     OscillatorFit,
     Scaling,
     Stability,
+    WarmStart,
     insufficient,
 )
 from grposcope.dynamics.model import classify_regime, phases, single_exponential, trajectory
@@ -53,7 +54,7 @@ from grposcope.dynamics.smoothing import (
     variance_inflation,
 )
 
-__all__ = ["FitResult", "fit_series", "MIN_POINTS"]
+__all__ = ["FitResult", "WarmStart", "fit_series", "MIN_POINTS"]
 
 MIN_POINTS = 8  # four shape parameters need at least twice as many distinct steps
 MAX_POINTS = 400  # bins for the optimiser; quality statistics use every point
@@ -121,19 +122,16 @@ def _quality(data: _Data, predicted: np.ndarray, n_params: int) -> tuple[float, 
     return r_squared(series.values, predicted), r2s, aic(resid, n_params)
 
 
-def _warm_theta(warm: FitResult, sc: Scaling) -> np.ndarray | None:
+def _warm_theta(warm: WarmStart, sc: Scaling) -> np.ndarray:
     """The previous fit's parameters in this fit's units (with t0 if it had one)."""
-    osc = warm.oscillator
-    if osc is None or not warm.success:
-        return None
     theta = [
-        (osc.p_star - sc.center) / sc.scale,
-        (osc.p0 - sc.center) / sc.scale,
-        -math.log(osc.omega0 * sc.span),
-        math.log(max(osc.zeta, 1e-6)),
+        (warm.p_star - sc.center) / sc.scale,
+        (warm.p0 - sc.center) / sc.scale,
+        -math.log(warm.omega0 * sc.span),
+        math.log(max(warm.zeta, 1e-6)),
     ]
-    if len(warm.theta) > 4:
-        theta.append((osc.t0 - sc.origin) / sc.span)
+    if warm.t0_fitted:
+        theta.append((warm.t0 - sc.origin) / sc.span)
     return core._clip(np.array(theta))
 
 
@@ -161,19 +159,19 @@ def _solve_oscillator(
     return _Candidate(OscillatorFit(p_star, p0, omega0, zeta, t0, r2, r2s, a), sol)
 
 
-def _warm_usable(warm: FitResult | None, data: _Data, fit_t0: bool | None) -> bool:
+def _warm_usable(warm: WarmStart | None, data: _Data, fit_t0: bool | None) -> bool:
     """Seed from `warm` unless the series outgrew it or it is the other model than asked."""
-    if warm is None:
+    if warm is None or not (warm.omega0 > 0 and math.isfinite(warm.omega0)):
         return False
-    if fit_t0 is not None and (len(warm.theta) > 4) != fit_t0:
+    if fit_t0 is not None and warm.t0_fitted != fit_t0:
         return False
     return data.series.values.size <= WARM_REFRESH_GROWTH * max(warm.n_points, 1)
 
 
 def _oscillator(
-    data: _Data, sc: Scaling, prob: core.Problem, warm: FitResult | None, fit_t0: bool | None
+    data: _Data, sc: Scaling, prob: core.Problem, warm: WarmStart | None, fit_t0: bool | None
 ) -> tuple[OscillatorFit, core.Solution, np.ndarray | None]:
-    start = _warm_theta(warm, sc) if _warm_usable(warm, data, fit_t0) else None
+    start = _warm_theta(warm, sc) if warm is not None and _warm_usable(warm, data, fit_t0) else None
     if start is not None:
         # From a previous fit the optimum is a few steps away: a short leash keeps refits
         # cheap, and the previous choice of model (with or without t0) is kept.
@@ -236,7 +234,7 @@ def fit_series(
     *,
     metric: str = "reward",
     hyper: Hyper | None = None,
-    warm: FitResult | None = None,
+    warm: FitResult | WarmStart | None = None,
     fit_t0: bool | None = None,
     priors: Priors = DEFAULT_PRIORS,
     max_points: int = MAX_POINTS,
@@ -252,8 +250,9 @@ def fit_series(
     steps, values : the logged series (any order; NaN/inf values are dropped).
     metric : name carried into the result.
     hyper : hyperparameters for the constrained fit (`stability.Hyper`), or None.
-    warm : a previous result for the same series: its parameters seed the optimiser
-        (one start, no grid), which is how the online worker refits after new points.
+    warm : a previous result for the same series, or its `WarmStart` (e.g. read back from
+        the stored snapshot): its parameters seed the optimiser (one start, no grid), which
+        is how the online worker refits after new points.
     fit_t0 : fit a start offset t0 (the dynamics begin at t0 instead of training start):
         True always, False never, None (default) when it lowers the AIC (k = 5 vs 4).
     priors : the regularisation (defaults learned from real runs, see fit_priors.py).
@@ -283,7 +282,8 @@ def fit_series(
     if isinstance(sc, str):
         return insufficient(metric, series, sc)
     prob = _problem(series, sc, priors, max_points, data.noise_sd)
-    osc, sol, cov = _oscillator(data, sc, prob, warm, fit_t0)
+    seed = WarmStart.of(warm) if isinstance(warm, FitResult) else warm
+    osc, sol, cov = _oscillator(data, sc, prob, seed, fit_t0)
     exp_fit = _exponential(data, sc, prob)
     constrained = _constrained(data, sc, prob, hyper, lr_in_effect) if hyper is not None else None
     sd_star = sc.scale * math.sqrt(cov[0, 0]) if cov is not None else float("inf")

@@ -53,6 +53,31 @@ class OscillatorFit:
 
 
 @dataclass(frozen=True)
+class WarmStart:
+    """What a refit needs of the previous fit of a series: its oscillator's parameters, which
+    model it was (with or without the start offset t0) and how many points it saw. Built from
+    a result in memory or from the stored snapshot, so any worker can continue a run's fits
+    warm, not only the one that made the last fit."""
+
+    p_star: float
+    p0: float
+    omega0: float
+    zeta: float
+    t0: float
+    t0_fitted: bool
+    n_points: int
+
+    @classmethod
+    def of(cls, result: FitResult) -> WarmStart | None:
+        """The warm start a successful result gives (None for a failed or empty fit)."""
+        o = result.oscillator
+        if o is None or not result.success:
+            return None
+        return cls(o.p_star, o.p0, o.omega0, o.zeta, o.t0, len(result.theta) > 4,
+                   result.n_points)  # fmt: skip
+
+
+@dataclass(frozen=True)
 class ExponentialFit:
     p_star: float
     p0: float
@@ -235,7 +260,7 @@ class FitResult:
             "metric": self.metric,
             "first_step": self.first_step,
             "last_step": self.last_step,
-            "oscillator": _osc_json(self.oscillator),
+            "oscillator": _osc_json(self.oscillator, len(self.theta) > 4),
             "single_exponential": _exp_json(self.single_exponential),
             "regime": self.regime,
             "plateau": None if self.plateau is None else vars(self.plateau).copy(),
@@ -260,11 +285,11 @@ class FitResult:
         return finite(out)
 
 
-def _osc_json(o: OscillatorFit | None) -> dict[str, Any] | None:
+def _osc_json(o: OscillatorFit | None, t0_fitted: bool) -> dict[str, Any] | None:
     if o is None:
         return None
     keys = ("p_star", "p0", "omega0", "zeta", "r2", "r2_smoothed", "aic", "t0")
-    return {k: getattr(o, k) for k in keys}
+    return {**{k: getattr(o, k) for k in keys}, "t0_fitted": t0_fitted}
 
 
 def _exp_json(o: ExponentialFit | None) -> dict[str, Any] | None:

@@ -48,6 +48,9 @@ class OscillatorPart(_Part):
     r2_smoothed: float | None = None
     aic: float | None = None
     t0: float | None = None
+    t0_fitted: bool | None = Field(
+        default=None, description="Whether the start offset t0 was fitted (chosen by AIC)."
+    )
 
 
 class ExponentialPart(_Part):

@@ -18,8 +18,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from grposcope.dynamics.fit import fit_series
-from grposcope.dynamics.fit_result import FitResult
-from grposcope.dynamics.snapshot import ConstrainedPart, FitSnapshotModel
+from grposcope.dynamics.fit_result import FitResult, WarmStart
+from grposcope.dynamics.snapshot import ConstrainedPart, FitSnapshotModel, OscillatorPart
 from grposcope.metrics.service import Loaded, load_many_arrays
 from grposcope.models import FitSnapshot, Run, utcnow
 from grposcope.run_inputs import (
@@ -97,14 +97,16 @@ def fit_one(
     steps, values = got[metric]
     last = int(steps.max())
     previous = session.execute(
-        select(FitSnapshot.step, FitSnapshot.payload["constrained"])
+        select(FitSnapshot.step, FitSnapshot.payload["constrained"],
+               FitSnapshot.payload["oscillator"], FitSnapshot.payload["n_points"],
+               FitSnapshot.payload["success"])
         .where(FitSnapshot.run_id == run.id, FitSnapshot.metric == metric)
         .order_by(FitSnapshot.id.desc()).limit(1)
     ).first()  # fmt: skip
     if previous is not None and previous[0] >= last and not force:
         return None  # nothing new in this series (the run is dirty for other keys)
     carried = _carry_constrained(previous, last, hyper, force)
-    warm = cache.get(run.id, metric) if cache is not None else None
+    warm = _warm_start(cache.get(run.id, metric) if cache is not None else None, previous)
     started = time.perf_counter()
     fit_hyper = hyper if carried is None else None
     lr = lr_in_effect(hyper, steps, values, got.get("learning_rate")) if fit_hyper else None
@@ -123,6 +125,22 @@ def fit_one(
     row.payload = {**snapshot.to_json(), **(annotate(metric) if annotate else {})}
     session.add(row)
     return row
+
+
+def _warm_start(cached: FitResult | None, previous: Any) -> FitResult | WarmStart | None:
+    """The freshest previous fit to seed from: this worker's own result if it made the last
+    snapshot, else the stored snapshot's oscillator (another worker fitted the run since, or
+    this one restarted): with two workers taking turns on a run, a cache of one's own results
+    only was a cold fit at every other refit."""
+    if previous is None or not isinstance(previous[2], dict) or not previous[4]:
+        return cached  # (SQLite reads a JSON true back as 1)
+    if cached is not None and cached.last_step is not None and cached.last_step >= previous[0]:
+        return cached
+    osc = OscillatorPart.model_validate(previous[2])
+    values = (osc.p_star, osc.p0, osc.omega0, osc.zeta, osc.t0)
+    if osc.t0_fitted is None or not isinstance(previous[3], int) or None in values:
+        return cached  # a snapshot from before t0_fitted was stored
+    return WarmStart(*values, t0_fitted=osc.t0_fitted, n_points=previous[3])  # type: ignore[arg-type]
 
 
 def _carry_constrained(previous: Any, last: int, hyper: Any, force: bool) -> ConstrainedPart | None:
