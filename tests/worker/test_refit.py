@@ -218,3 +218,23 @@ def test_another_worker_continues_a_run_warm_from_its_stored_fit(api, monkeypatc
     send(api, api.alpha, run["id"], steps[110:], reward=values[110:])  # grew > 25 %: cold again
     drain(worker_for(api))
     assert grid_searches
+
+
+def test_the_eval_fit_waits_for_its_series_to_grow_the_reward_fit_does_not(api):
+    run = make_run(api, api.alpha)
+    steps, values = learning_curve(200)
+    send(api, api.alpha, run["id"], steps[:100], reward=values[:100], eval_reward=values[:100])
+    worker = worker_for(api)
+    drain(worker)
+    send(api, api.alpha, run["id"], steps[100:103], reward=values[100:103],
+         eval_reward=values[100:103])  # fmt: skip
+    drain(worker)  # 3 % more points: the reward is refitted, the eval waits
+    reward = _get(api, f"/runs/{run['id']}/fits").json()["items"]
+    evals = _get(api, f"/runs/{run['id']}/fits", metric="eval_reward").json()["items"]
+    assert [i["step"] for i in reward] == [100, 103]
+    assert [i["step"] for i in evals] == [100]
+    send(api, api.alpha, run["id"], steps[103:106], reward=values[103:106],
+         eval_reward=values[103:106])  # fmt: skip
+    drain(worker)  # 6 % more than its last fit: now the eval too
+    evals = _get(api, f"/runs/{run['id']}/fits", metric="eval_reward").json()["items"]
+    assert [i["step"] for i in evals] == [100, 106]

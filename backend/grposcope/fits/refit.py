@@ -14,6 +14,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -65,6 +66,11 @@ class WarmCache:
 CONSTRAINED_GROWTH = 0.15
 
 
+# The eval series is refitted once it has this many more points, as a share of its last fit's
+# (a sparse eval, one point every 50 steps, still refits at each new point until it has 20).
+EVAL_GROWTH = 0.05
+
+
 # What the caller adds to a snapshot's payload, per metric, when the row is built (the worker's
 # stamp, a finished run's scored forecasts): in the INSERT, not in an UPDATE after it.
 Annotate = Callable[[str], dict[str, Any]]
@@ -78,8 +84,10 @@ def fit_keys(metric: str) -> list[str]:
 def fit_one(
     session: Session, run: Run, metric: str, cache: WarmCache | None, hyper: Any,
     force: bool = False, annotate: Annotate | None = None, loaded: Loaded | None = None,
+    min_growth: float = 0.0,
 ) -> FitSnapshot | None:  # fmt: skip
-    """Fit one series and add its snapshot; None when it is empty or has no new point.
+    """Fit one series and add its snapshot; None when it is empty, has no new point, or has
+    grown by less than ``min_growth`` (a share of the points of its last fit).
 
     The series, its logged spread and the logged learning rate come in one read (one version
     and one key-id query, not three of each: this runs for every refit), or from ``loaded``,
@@ -105,6 +113,9 @@ def fit_one(
     ).first()  # fmt: skip
     if previous is not None and previous[0] >= last and not force:
         return None  # nothing new in this series (the run is dirty for other keys)
+    if previous is not None and not force and isinstance(previous[3], int) and min_growth > 0:
+        if np.isfinite(values).sum() < (1.0 + min_growth) * previous[3]:
+            return None  # grown too little since its last fit to move it (eval series)
     carried = _carry_constrained(previous, last, hyper, force)
     warm = _warm_start(cache.get(run.id, metric) if cache is not None else None, previous)
     started = time.perf_counter()
@@ -175,17 +186,20 @@ def refit_run(session: Session, run: Run, keys: Iterable[str], cache: WarmCache 
     """Refit the reward and the eval series; a fit that raises is logged and skipped.
 
     A series without a new point since its last snapshot is not refitted unless `force`
-    (the final refit of a finished run). Each snapshot is written by one INSERT, its payload
-    complete (``annotate`` adds the caller's entries before the row is added)."""
+    (the final refit of a finished run); the eval series waits until it has grown by
+    ``EVAL_GROWTH``: the reward's fit is what a live run is watched by, and a few more points
+    barely move a fit, so under load the worker's time goes to the reward. Each snapshot is
+    written by one INSERT, its payload complete (``annotate`` adds the caller's entries
+    before the row is added)."""
     keys = list(keys)
     reward = pick_reward_key(keys)
     out: dict[str, FitSnapshot] = {}
     hyper = hyper_for(run)
-    for metric, h in ((reward, hyper), (eval_key(keys, reward), None)):
+    for metric, h, growth in ((reward, hyper, 0.0), (eval_key(keys, reward), None, EVAL_GROWTH)):
         if metric is None:
             continue
         try:
-            snap = fit_one(session, run, metric, cache, h, force, annotate, loaded)
+            snap = fit_one(session, run, metric, cache, h, force, annotate, loaded, growth)
         except Exception:  # noqa: BLE001 - one odd series must not stop the worker
             log.exception("run %s: fitting %r failed", run.id, metric)
             continue
