@@ -171,6 +171,20 @@ def test_warm_refit_goes_cold_once_the_series_has_grown() -> None:
     assert fit_series(t, y, warm=near, fit_t0=True).theta[4:] != ()  # model asked for wins
 
 
+def test_a_chain_of_small_refits_goes_cold_after_25_percent_growth_since_its_cold_fit() -> None:
+    """Growth is counted from the chain's cold fit, not from the previous refit: a live run
+    refitted every few points never grows 25 % from one refit to the next."""
+    t, y, _ = _curve(0.6, seed=5)
+    fit = fit_series(t[:200], y[:200])
+    assert fit.cold_points == 200
+    for n in range(210, 251, 10):  # up to 1.25 × 200: warm, the chain remembers its cold fit
+        fit = fit_series(t[:n], y[:n], warm=fit)
+        assert fit.cold_points == 200
+    fit = fit_series(t[:260], y[:260], warm=fit)
+    assert fit.cold_points == 260 and fit.theta == fit_series(t[:260], y[:260]).theta
+    assert fit.to_json()["oscillator"]["cold_fit_points"] == 260
+
+
 def test_constrained_fit_measures_k() -> None:
     hyper = Hyper(lr=5e-6, momentum=0.9, k_ref=2)
     k_true = 4000.0

@@ -65,7 +65,7 @@ class WarmStart:
     zeta: float
     t0: float
     t0_fitted: bool
-    n_points: int
+    cold_points: int  # points of the cold fit the previous fit's warm chain started from
 
     @classmethod
     def of(cls, result: FitResult) -> WarmStart | None:
@@ -74,7 +74,7 @@ class WarmStart:
         if o is None or not result.success:
             return None
         return cls(o.p_star, o.p0, o.omega0, o.zeta, o.t0, len(result.theta) > 4,
-                   result.n_points)  # fmt: skip
+                   result.cold_points or result.n_points)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -243,6 +243,10 @@ class FitResult:
     long_level: float = float("nan")  # mean of the last 30 % of points (the mix's long level)
     bounds: tuple[float, float] | None = None  # known range of the metric (a 0/1 rate), or None
     total_steps: float | None = None  # the planned last step (fit_series' horizon), if known
+    # Points of the cold fit (grid search) this fit's warm chain started from: n_points for a
+    # cold fit; a warm refit carries its seed's, so a chain goes cold again after it has grown
+    # by WARM_REFRESH_GROWTH whatever the refit cadence.
+    cold_points: int = 0
     # What the forecasts computed from this fit (fit_series computes them once; None for a
     # result without a curve, or without a `predict` window).
     steps_to_plateau: float | None = None
@@ -260,7 +264,7 @@ class FitResult:
             "metric": self.metric,
             "first_step": self.first_step,
             "last_step": self.last_step,
-            "oscillator": _osc_json(self.oscillator, len(self.theta) > 4),
+            "oscillator": _osc_json(self.oscillator, len(self.theta) > 4, self.cold_points),
             "single_exponential": _exp_json(self.single_exponential),
             "regime": self.regime,
             "plateau": None if self.plateau is None else vars(self.plateau).copy(),
@@ -285,11 +289,12 @@ class FitResult:
         return finite(out)
 
 
-def _osc_json(o: OscillatorFit | None, t0_fitted: bool) -> dict[str, Any] | None:
+def _osc_json(o: OscillatorFit | None, t0_fitted: bool, cold_points: int) -> dict[str, Any] | None:
     if o is None:
         return None
     keys = ("p_star", "p0", "omega0", "zeta", "r2", "r2_smoothed", "aic", "t0")
-    return {**{k: getattr(o, k) for k in keys}, "t0_fitted": t0_fitted}
+    return {**{k: getattr(o, k) for k in keys}, "t0_fitted": t0_fitted,
+            "cold_fit_points": cold_points}  # fmt: skip
 
 
 def _exp_json(o: ExponentialFit | None) -> dict[str, Any] | None:

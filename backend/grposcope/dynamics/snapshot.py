@@ -51,6 +51,11 @@ class OscillatorPart(_Part):
     t0_fitted: bool | None = Field(
         default=None, description="Whether the start offset t0 was fitted (chosen by AIC)."
     )
+    cold_fit_points: int | None = Field(
+        default=None,
+        description="Points of the cold fit (grid search) this fit's chain of warm refits "
+        "started from; the next refit is cold once the series has 25 % more.",
+    )
 
 
 class ExponentialPart(_Part):

@@ -149,9 +149,10 @@ def _warm_start(cached: FitResult | None, previous: Any) -> FitResult | WarmStar
         return cached
     osc = OscillatorPart.model_validate(previous[2])
     values = (osc.p_star, osc.p0, osc.omega0, osc.zeta, osc.t0)
-    if osc.t0_fitted is None or not isinstance(previous[3], int) or None in values:
-        return cached  # a snapshot from before t0_fitted was stored
-    return WarmStart(*values, t0_fitted=osc.t0_fitted, n_points=previous[3])  # type: ignore[arg-type]
+    if osc.t0_fitted is None or osc.cold_fit_points is None or None in values:
+        return cached  # a snapshot from before these were stored
+    return WarmStart(*values, t0_fitted=osc.t0_fitted,  # type: ignore[arg-type]
+                     cold_points=osc.cold_fit_points)  # fmt: skip
 
 
 def _carry_constrained(previous: Any, last: int, hyper: Any, force: bool) -> ConstrainedPart | None:
