@@ -159,6 +159,12 @@ def main() -> int:
                         "worker sees more, e.g. 32 at 2 steps/s refitted every 16 s)")  # fmt: skip
     p.add_argument("--postgres", action="store_true", help="Postgres instead of SQLite")
     args = p.parse_args()
+    try:  # what `grposcope worker` does at start (a checkout from before threads.py has none)
+        from grposcope.threads import one_blas_thread
+
+        one_blas_thread()
+    except ImportError:
+        pass
     print(machine())
     if args.postgres:
         with postgres_database("grposcope_bench_refit") as url:
