@@ -41,6 +41,7 @@ def _run(n: int, seed: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         "completions/mean_length": (steps, np.where(t > 0.75, 8.0, 200.0) + rng.normal(0, 2, n)),
         "frac_reward_zero_std": (steps, zero_std),
         "clip_ratio/region_mean": (steps, np.abs(rng.normal(0.1, 0.05, n))),
+        "kl": (steps, np.abs(rng.normal(0.01, 0.002, n))),
     }
 
 

@@ -37,7 +37,8 @@ def no_learning(data: RunData, p: Params) -> Sub | None:
     if s.size < 2 * w or ks.size == 0:
         return None
     f = fall_arrays(v, w, float(p["min_gain_sigmas"]), scope(data.memo, "reward", s, v))
-    kl = level_at(ks, trailing_median(np.abs(kv), points(p["smooth_window"], ks)), s)
+    kl_kept = scope(data.memo, ("kl", kl_key), ks, kv)  # earlier refits' medians (memo.py)
+    kl = level_at(ks, trailing_median(np.abs(kv), points(p["smooth_window"], ks), kl_kept), s)
     old_enough = (s - s[0] >= p["no_gain_steps"]) & (s >= ks[0])
     flat = (np.arange(s.size) >= w - 1) & (f["gain"] <= f["bar"])
     level = np.where(old_enough & flat & (kl < p["kl_floor"]), 2, 0).astype(np.int8)
