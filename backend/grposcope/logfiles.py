@@ -23,7 +23,7 @@ from grposcope import series_roles
 from grposcope_trainer.logs import LogData, LogFormatError
 from grposcope_trainer.logs import read_log as read_rows
 
-__all__ = ["LogFormatError", "SeriesMap", "guess_reward_key", "read_log", "to_series"]
+__all__ = ["LogFormatError", "SeriesMap", "guess_reward_key", "read_log", "read_rows", "to_series"]
 
 SeriesMap = dict[str, tuple[NDArray[np.float64], NDArray[np.float64]]]
 

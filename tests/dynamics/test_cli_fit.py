@@ -137,6 +137,23 @@ def test_trainer_state_and_real_log(tmp_path: Path, capsys, real_logs: Path) -> 
     assert _json(capsys)["plateau"]["value"] == pytest.approx(1.0, abs=0.05)
 
 
+def test_the_planned_length_gives_the_forecast_its_progress(tmp_path: Path, capsys) -> None:
+    """trainer_state.json's max_steps (or --max-steps) is the fit's horizon, as the worker's
+    run max_steps is: the prediction says how far the run has come."""
+    rows = [{"step": s, "reward": 1 - 0.9**s} for s in range(1, 61)]
+    p = tmp_path / "trainer_state.json"
+    p.write_text(json.dumps({"log_history": rows, "max_steps": 240}))
+    assert main(["fit", str(p), "--predict", "60:80", "--json"]) == 0
+    assert _json(capsys)["prediction"]["progress"] == pytest.approx(0.25)
+    assert main(["fit", str(p), "--predict", "60:80", "--max-steps", "120", "--json"]) == 0
+    assert _json(capsys)["prediction"]["progress"] == pytest.approx(0.5)
+    p.write_text(json.dumps({"log_history": rows}))
+    assert main(["fit", str(p), "--predict", "60:80", "--json"]) == 0
+    assert _json(capsys)["prediction"]["progress"] is None
+    assert main(["fit", str(p), "--max-steps", "0"]) == 2
+    assert "--max-steps must be >= 1" in capsys.readouterr().err
+
+
 def test_noise_split_from_the_std_column(tmp_path: Path, capsys) -> None:
     rng = np.random.default_rng(1)
     t = np.arange(1, 301)

@@ -32,6 +32,13 @@ def register(subparsers: Any) -> None:
         help="predict the mean metric over steps; the observed mean is printed beside it "
         "when the log has values there (with --until: what then happened)",
     )
+    p.add_argument(
+        "--max-steps",
+        type=int,
+        metavar="N",
+        help="the run's planned last step (default: trainer_state.json's max_steps): the "
+        "forecast weighs its curves by how far the run has come, as the worker does",
+    )
     p.add_argument("--lr", type=float, help="learning rate: enables the constrained fit")
     add_hyper_arguments(p)
     p.add_argument(
@@ -71,11 +78,13 @@ def _window(text: str | None) -> tuple[float, float] | None:
     return lo, hi
 
 
-def _load(path: str, metric: str | None) -> tuple[str, Any, Any, Any]:
-    from grposcope.logfiles import LogFormatError, guess_reward_key, read_log
+def _load(path: str, metric: str | None) -> tuple[str, Any, Any, Any, int | None]:
+    """The metric's series, every series of the log, and the planned last step if it says."""
+    from grposcope.logfiles import LogFormatError, guess_reward_key, read_rows, to_series
 
     try:
-        series = read_log(path)
+        data = read_rows(path)
+        series = to_series(data)
     except FileNotFoundError:
         raise CliError(f"no such file: {path}") from None
     except (LogFormatError, UnicodeError, OSError) as exc:
@@ -87,7 +96,7 @@ def _load(path: str, metric: str | None) -> tuple[str, Any, Any, Any]:
     if key not in series:
         raise CliError(f"no metric {key!r} in {path} (available: {available})")
     steps, values = series[key]
-    return key, steps, values, series
+    return key, steps, values, series, data.config.get("max_steps")
 
 
 def _std_key(metric: str) -> str:
@@ -163,7 +172,10 @@ def _hyper(args: argparse.Namespace) -> Any:
 def handle(args: argparse.Namespace) -> int:
     window = _window(args.predict)
     hyper = _hyper(args)
-    key, steps, values, series = _load(args.path, args.metric)
+    key, steps, values, series, planned = _load(args.path, args.metric)
+    if args.max_steps is not None and args.max_steps < 1:
+        raise CliError(f"--max-steps must be >= 1, got {args.max_steps}")
+    planned = args.max_steps or planned
     sampling = _sampling(args, key, series, args.until)
     observed = None if window is None else observed_mean(steps, values, window)
     if args.until is not None:
@@ -172,7 +184,8 @@ def handle(args: argparse.Namespace) -> int:
     from grposcope.dynamics.fit import fit_series
     from grposcope.dynamics.snapshot import FitSnapshotModel
 
-    result = fit_series(steps, values, metric=key, hyper=hyper, sampling=sampling, predict=window)
+    result = fit_series(steps, values, metric=key, hyper=hyper, sampling=sampling, predict=window,
+                        horizon=float(planned) if planned else None)  # fmt: skip
     payload = FitSnapshotModel.from_result(result).to_json()
     if not result.oscillator:
         if args.json:
