@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.worker.helpers import drain, learning_curve, make_run, send, worker_for
 
 
@@ -238,3 +240,24 @@ def test_the_eval_fit_waits_for_its_series_to_grow_the_reward_fit_does_not(api):
     drain(worker)  # 6 % more than its last fit: now the eval too
     evals = _get(api, f"/runs/{run['id']}/fits", metric="eval_reward").json()["items"]
     assert [i["step"] for i in evals] == [100, 106]
+
+
+def test_scored_forecasts_know_the_planned_length_as_the_live_fits_did(api):
+    """A run with max_steps had progress-weighted forecasts live; its scoring refits them the
+    same way (fits/accuracy.py), and a run without one is scored without."""
+    import numpy as np
+
+    from grposcope.fits.accuracy import score_run
+
+    steps, values = learning_curve(n=200)
+    planned = score_run(np.array(steps, float), values, horizon=200.0)["items"]
+    unknown = score_run(np.array(steps, float), values)["items"]
+    assert planned[0]["predicted"] != unknown[0]["predicted"]  # first third: factor 1.25
+    assert planned[1]["predicted"] == unknown[1]["predicted"]  # middle third: factor 1
+    run = make_run(api, api.alpha, config={"max_steps": 200})
+    send(api, api.alpha, run["id"], steps, reward=values)
+    api.client.post(f"/api/v1/runs/{run['id']}/finish", json={"status": "finished"},
+                    headers=api.headers(api.alpha))  # fmt: skip
+    drain(worker_for(api))
+    items = _get(api, f"/runs/{run['id']}/forecast-accuracy").json()["items"]
+    assert items[0]["predicted"] == pytest.approx(planned[0]["predicted"])

@@ -22,8 +22,12 @@ FRACTIONS = (0.2, 0.4, 0.6)
 FINAL_SHARE = 0.1
 
 
-def score_run(steps: np.ndarray, values: np.ndarray, hyper: Any = None) -> dict[str, Any]:
-    """Per-fraction forecasts of the final window's mean, their errors and coverage."""
+def score_run(steps: np.ndarray, values: np.ndarray, hyper: Any = None,
+              horizon: float | None = None) -> dict[str, Any]:  # fmt: skip
+    """Per-fraction forecasts of the final window's mean, their errors and coverage.
+
+    ``horizon`` is the run's planned last step where it is known (its max_steps), as the live
+    fits had it: the forecast's weights depend on how far the run had come."""
     keep = np.isfinite(values)
     steps, values = steps[keep], values[keep]
     if steps.size < 20:
@@ -42,7 +46,7 @@ def score_run(steps: np.ndarray, values: np.ndarray, hyper: Any = None) -> dict[
         item: dict[str, Any] = {"fraction": frac, "made_at_step": int(cut),
                                 "window": list(window), "actual": actual,
                                 "naive": naive, "naive_error": naive - actual}  # fmt: skip
-        result = fit_series(prefix_s, prefix_v, hyper=hyper)
+        result = fit_series(prefix_s, prefix_v, hyper=hyper, horizon=horizon)
         if result.success:
             pred = predict_window(result, *window)
             item.update(predicted=pred.mean, lo=pred.lo, hi=pred.hi, error=pred.mean - actual,

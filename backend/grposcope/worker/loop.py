@@ -28,7 +28,7 @@ from grposcope.fits.refit import WarmCache, fit_keys, refit_run
 from grposcope.metrics.service import Loaded, load_arrays, load_many_arrays
 from grposcope.models import AlertRule, Run, utcnow
 from grposcope.outage import OutageLog
-from grposcope.run_inputs import eval_key, hyper_for, pick_reward_key
+from grposcope.run_inputs import eval_key, hyper_for, pick_reward_key, total_steps
 from grposcope.runs import repository as runs_repo
 from grposcope.worker.claim import Claimer
 
@@ -213,7 +213,8 @@ def _smallest_stall_limit(session: Session, default: float) -> float:
 def _accuracy(session: Session, run: Run, reward: str) -> dict[str, Any]:
     steps, values = load_arrays(session, run.id, reward)
     try:
-        return score_run(steps, values, hyper_for(run))
+        planned = total_steps(run)
+        return score_run(steps, values, hyper_for(run), float(planned) if planned else None)
     except Exception as exc:  # noqa: BLE001 - scoring is a bonus, never a failure
         log.exception("run %s: forecast scoring failed", run.id)
         return {"items": [], "reason": f"scoring failed: {exc}"}
