@@ -31,7 +31,12 @@ def get_session(request: Request) -> Iterator[Session]:
 
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
-SessionDep = Annotated[Session, Depends(get_session)]
+# scope="function": the commit happens before the response is sent. FastAPI's default for a
+# dependency with yield ends it after the response, so a client could be told 201/200 for a
+# token, a run or an ingested batch that another API process could not see yet, or that a
+# failing commit then lost (seen as a 401 in the compose smoke test: a token created on one
+# uvicorn worker and used at once on the other).
+SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 
 
 def bearer_token(request: Request) -> str | None:
