@@ -209,8 +209,9 @@ def _check_alert_filters(page: Any) -> None:
                and table.locator("tr.alert-row .badge", has_text="warning").count() == 0
                and table.locator("tr.alert-row .badge", has_text="info").count() == 0,
                20, "only critical alerts listed")  # fmt: skip
-    page.locator("#alerts-team").click()
-    assert page.get_by_role("option", name="research", exact=True).count() == 1
+    page.locator("#alerts-team").click()  # the menu renders its options after the click
+    wait_until(lambda: page.get_by_role("option", name="research", exact=True).count() == 1,
+               10, "the teams listed as options")  # fmt: skip
     page.keyboard.press("Escape")
 
 
