@@ -12,7 +12,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from sqlalchemy import select
@@ -104,18 +104,9 @@ def fit_one(
         return None
     steps, values = got[metric]
     last = int(steps.max())
-    previous = session.execute(
-        select(FitSnapshot.step, FitSnapshot.payload["constrained"],
-               FitSnapshot.payload["oscillator"], FitSnapshot.payload["n_points"],
-               FitSnapshot.payload["success"])
-        .where(FitSnapshot.run_id == run.id, FitSnapshot.metric == metric)
-        .order_by(FitSnapshot.id.desc()).limit(1)
-    ).first()  # fmt: skip
-    if previous is not None and previous[0] >= last and not force:
-        return None  # nothing new in this series (the run is dirty for other keys)
-    if previous is not None and not force and isinstance(previous[3], int) and min_growth > 0:
-        if np.isfinite(values).sum() < (1.0 + min_growth) * previous[3]:
-            return None  # grown too little since its last fit to move it (eval series)
+    previous = _previous(session, run.id, metric)
+    if not force and previous is not None and _too_little_new(previous, last, values, min_growth):
+        return None
     carried = _carry_constrained(previous, last, hyper, force)
     warm = _warm_start(cache.get(run.id, metric) if cache is not None else None, previous)
     started = time.perf_counter()
@@ -138,16 +129,50 @@ def fit_one(
     return row
 
 
-def _warm_start(cached: FitResult | None, previous: Any) -> FitResult | WarmStart | None:
+class _Previous(NamedTuple):
+    """What a refit reads of its series' last snapshot: the step and a few JSON parts (not
+    the whole payload, which holds the forecast arrays)."""
+
+    step: int
+    constrained: Any
+    oscillator: Any
+    n_points: Any
+    success: Any  # (SQLite reads a JSON true back as 1)
+
+
+def _previous(session: Session, run_id: int, metric: str) -> _Previous | None:
+    payload = FitSnapshot.payload
+    row = session.execute(
+        select(FitSnapshot.step, payload["constrained"], payload["oscillator"],
+               payload["n_points"], payload["success"])
+        .where(FitSnapshot.run_id == run_id, FitSnapshot.metric == metric)
+        .order_by(FitSnapshot.id.desc()).limit(1)
+    ).first()  # fmt: skip
+    return None if row is None else _Previous(*row)
+
+
+def _too_little_new(previous: _Previous, last: int, values: Any, min_growth: float) -> bool:
+    """No point past the last snapshot (the run is dirty for other keys), or fewer new
+    points than ``min_growth`` of the last fit's (the eval series)."""
+    if previous.step >= last:
+        return True
+    if min_growth <= 0 or not isinstance(previous.n_points, int):
+        return False
+    return bool(np.isfinite(values).sum() < (1.0 + min_growth) * previous.n_points)
+
+
+def _warm_start(
+    cached: FitResult | None, previous: _Previous | None
+) -> FitResult | WarmStart | None:
     """The freshest previous fit to seed from: this worker's own result if it made the last
     snapshot, else the stored snapshot's oscillator (another worker fitted the run since, or
     this one restarted): with two workers taking turns on a run, a cache of one's own results
     only was a cold fit at every other refit."""
-    if previous is None or not isinstance(previous[2], dict) or not previous[4]:
-        return cached  # (SQLite reads a JSON true back as 1)
-    if cached is not None and cached.last_step is not None and cached.last_step >= previous[0]:
+    if previous is None or not isinstance(previous.oscillator, dict) or not previous.success:
         return cached
-    osc = OscillatorPart.model_validate(previous[2])
+    if cached is not None and cached.last_step is not None and cached.last_step >= previous.step:
+        return cached
+    osc = OscillatorPart.model_validate(previous.oscillator)
     values = (osc.p_star, osc.p0, osc.omega0, osc.zeta, osc.t0)
     if osc.t0_fitted is None or osc.cold_fit_points is None or None in values:
         return cached  # a snapshot from before these were stored
@@ -155,11 +180,13 @@ def _warm_start(cached: FitResult | None, previous: Any) -> FitResult | WarmStar
                      cold_points=osc.cold_fit_points)  # fmt: skip
 
 
-def _carry_constrained(previous: Any, last: int, hyper: Any, force: bool) -> ConstrainedPart | None:
+def _carry_constrained(
+    previous: _Previous | None, last: int, hyper: Any, force: bool
+) -> ConstrainedPart | None:
     """The previous constrained section, if it is recent enough to reuse."""
-    if hyper is None or previous is None or force or not isinstance(previous[1], dict):
+    if hyper is None or previous is None or force or not isinstance(previous.constrained, dict):
         return None
-    con = ConstrainedPart.model_validate(previous[1])
+    con = ConstrainedPart.model_validate(previous.constrained)
     if con.step is None or last - con.step > CONSTRAINED_GROWTH * max(con.step, 1):
         return None
     return con
