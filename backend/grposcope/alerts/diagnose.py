@@ -40,10 +40,7 @@ def run_data(session: Session, run: Run, memo: RuleMemo | None = None,
     reward = pick_reward_key(keys)
     ev = eval_key(keys, reward)
     wanted = rule_keys(keys, reward, ev)
-    if loaded is None:
-        series = load_many(session, run.id, wanted)
-    else:
-        series = {k: loaded.series[k] for k in wanted if k in loaded.series}
+    series = loaded.subset(wanted) if loaded is not None else load_many(session, run.id, wanted)
     fits = fit_history(session, run.id, reward, memo) if reward else []
     return RunData(series=series, reward_key=reward, eval_key=ev, fits=tuple(fits),
                    num_generations=run.num_generations, total_steps=total_steps(run),

@@ -96,10 +96,7 @@ def fit_one(
     forward as it was stored, never recomputed."""
     spread_key = f"{metric}_std"
     wanted = fit_keys(metric)
-    if loaded is None:
-        got = load_many_arrays(session, run.id, wanted)
-    else:
-        got = {k: loaded.series[k] for k in wanted if k in loaded.series}
+    got = loaded.subset(wanted) if loaded is not None else load_many_arrays(session, run.id, wanted)
     if metric not in got:
         return None
     steps, values = got[metric]

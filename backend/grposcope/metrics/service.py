@@ -183,6 +183,11 @@ class Loaded:
     keys: list[str]
     series: dict[str, tuple[np.ndarray, np.ndarray]]
 
+    def subset(self, keys: list[str]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """The series of ``keys`` that were read (a key the run never logged is left out,
+        as ``load_many_arrays`` leaves it out)."""
+        return {k: self.series[k] for k in keys if k in self.series}
+
 
 def load_many_arrays(
     session: Session, run_id: int, keys: list[str]
