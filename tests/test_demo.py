@@ -6,6 +6,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import httpx
 import pytest
@@ -14,27 +17,19 @@ from grposcope.demo.bandits import SCENARIOS
 from tests.fixtures.server import free_port
 
 
-@pytest.mark.slow
-def test_demo_shows_live_runs_a_forecast_and_an_alert(tmp_path):
+@contextmanager
+def _demo(tmp_path: Path, *args: str) -> Iterator[tuple[str, dict[str, str], str]]:
+    """`grposcope demo ARGS` in a subprocess: (API base URL, auth headers, login token); on
+    exit it is stopped with Ctrl-C and must exit cleanly."""
     port = free_port()
     log = open(tmp_path / "demo.log", "wb")  # noqa: SIM115
     proc = subprocess.Popen(
-        [sys.executable, "-m", "grposcope.cli.main", "demo", "--port", str(port),
-         "--trainer-steps", "40"],
+        [sys.executable, "-m", "grposcope.cli.main", "demo", "--port", str(port), *args],
         stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path,
     )  # fmt: skip
     try:
         token = _login_token(tmp_path / "demo.log", proc)
-        headers = {"Authorization": f"Bearer {token}"}
-        base = f"http://127.0.0.1:{port}/api/v1"
-        seen = _wait_for(lambda: _state(base, headers), timeout=240)
-        assert seen["runs"] >= 4, seen  # three bandits and the tiny GRPOTrainer
-        assert seen["fitted"], seen
-        assert "dynamical_instability" in seen["alert_kinds"], seen
-        page = httpx.get(
-            f"http://127.0.0.1:{port}/?token={token}", timeout=30, follow_redirects=True
-        )
-        assert page.status_code == 200
+        yield f"http://127.0.0.1:{port}", {"Authorization": f"Bearer {token}"}, token
     finally:
         proc.send_signal(signal.SIGINT)
         try:
@@ -43,6 +38,17 @@ def test_demo_shows_live_runs_a_forecast_and_an_alert(tmp_path):
             if proc.poll() is None:
                 proc.kill()
             log.close()
+
+
+@pytest.mark.slow
+def test_demo_shows_live_runs_a_forecast_and_an_alert(tmp_path):
+    with _demo(tmp_path, "--trainer-steps", "40") as (root, headers, token):
+        seen = _wait_for(lambda: _state(root + "/api/v1", headers), timeout=240)
+        assert seen["runs"] >= 4, seen  # three bandits and the tiny GRPOTrainer
+        assert seen["fitted"], seen
+        assert "dynamical_instability" in seen["alert_kinds"], seen
+        page = httpx.get(f"{root}/?token={token}", timeout=30, follow_redirects=True)
+        assert page.status_code == 200
     assert "grposcope demo stopped" in (tmp_path / "demo.log").read_text()
 
 
@@ -86,28 +92,10 @@ def _wait_for(probe, timeout):
 def test_the_demo_keeps_starting_runs_and_flags_the_unstable_one(tmp_path):
     """A short demo (the bandits at 5x, no TRL run): after the first runs end, new ones are
     live, and the warmup-unstable run has a critical dynamical_instability alert."""
-    port = free_port()
-    log = open(tmp_path / "demo.log", "wb")  # noqa: SIM115
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "grposcope.cli.main", "demo", "--port", str(port),
-         "--trainer-steps", "0", "--pace", "5"],
-        stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path,
-    )  # fmt: skip
-    try:
-        token = _login_token(tmp_path / "demo.log", proc)
-        headers = {"Authorization": f"Bearer {token}"}
-        base = f"http://127.0.0.1:{port}/api/v1"
-        seen = _wait_for(lambda: _rolling(base, headers), timeout=240)
+    with _demo(tmp_path, "--trainer-steps", "0", "--pace", "5") as (root, headers, _):
+        seen = _wait_for(lambda: _rolling(root + "/api/v1", headers), timeout=240)
         assert seen.get("done"), seen
         assert "critical" in seen["unstable_severities"], seen
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(30)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-            log.close()
 
 
 def _rolling(base, headers):

@@ -170,11 +170,11 @@ def test_a_run_recreated_under_the_same_id_is_read_again(api, db_url):
         with Session(engine, info={"series_cache": cache}) as session:
             version = repository.run_version(session, run["id"])
             key_id = repository.key_ids(session, ["reward"])["reward"]
-            first = service.cached(session, run["id"], key_id, version)
-            assert service.cached(session, run["id"], key_id, version) is first
+            first = service.cached_many(session, run["id"], [key_id], version)[key_id]
+            assert service.cached_many(session, run["id"], [key_id], version)[key_id] is first
             reads = cache.stats.full_reads
             other = (version[0] + timedelta(microseconds=1), version[1])
-            again = service.cached(session, run["id"], key_id, other)
+            again = service.cached_many(session, run["id"], [key_id], other)[key_id]
             assert cache.stats.full_reads == reads + 1 and again is not first
             assert again.cols.steps.tolist() == list(range(30))
     finally:

@@ -94,9 +94,9 @@ def fit_one(
     what the worker read once for the whole refit. The snapshot is built
     once from the fit (`FitSnapshotModel.from_result`); a recent constrained section is carried
     forward as it was stored, never recomputed."""
-    spread_key = f"{metric}_std"
     wanted = fit_keys(metric)
     got = loaded.subset(wanted) if loaded is not None else load_many_arrays(session, run.id, wanted)
+    _, spread_key, lr_key = wanted
     if metric not in got:
         return None
     steps, values = got[metric]
@@ -108,7 +108,7 @@ def fit_one(
     warm = _warm_start(cache.get(run.id, metric) if cache is not None else None, previous)
     started = time.perf_counter()
     fit_hyper = hyper if carried is None else None
-    lr = lr_in_effect(hyper, steps, values, got.get("learning_rate")) if fit_hyper else None
+    lr = lr_in_effect(hyper, steps, values, got.get(lr_key)) if fit_hyper else None
     horizon = total_steps(run)
     result = fit_series(steps, values, metric=metric, hyper=fit_hyper, warm=warm,
                         sampling=sampling_for(run, steps, got.get(spread_key)),

@@ -62,11 +62,6 @@ def series(
     return {"run_id": run_id, "series": out}
 
 
-def cached(session: Session, run_id: int, key_id: int, version: tuple[Any, Any]) -> Entry:
-    """One whole series through the session's cache: ``cached_many`` for one key."""
-    return cached_many(session, run_id, [key_id], version)[key_id]
-
-
 def cached_many(session: Session, run_id: int, key_ids: list[int],
                 version: tuple[Any, Any]) -> dict[int, Entry]:  # fmt: skip
     """Whole series through the session's cache (see cache.py): each as held if the run's
