@@ -92,3 +92,31 @@ def test_claimed_at_migration_up_down_up(fresh_url):
         context = MigrationContext.configure(conn, opts={"compare_type": True})
         assert compare_metadata(context, Base.metadata) == []
     engine.dispose()
+
+
+def test_point_count_migration_counts_the_points_already_stored(api, db_url):
+    """0005 adds run_metrics.n_points to a database with data in it: every key's count is
+    the number of its points (down to 0004 drops the column, up again counts them)."""
+    import sqlalchemy as sa
+    from alembic import command
+
+    from grposcope.db import alembic_config
+    from tests.api.helpers import ingest, make_run
+
+    run = make_run(api, api.alpha)
+    ingest(api, api.alpha, run["id"], [{"step": s, "metrics": {"reward": 1.0, "kl": 0.1}}
+                                       for s in range(4)])  # fmt: skip
+    ingest(api, api.alpha, run["id"], [{"step": 9, "metrics": {"reward": 2.0}}])
+    cfg = alembic_config(db_url)
+    command.downgrade(cfg, "0004")
+    engine = make_engine(db_url)
+    try:
+        assert "n_points" not in {c["name"] for c in sa.inspect(engine).get_columns("run_metrics")}
+        command.upgrade(cfg, "head")
+        with engine.connect() as conn:
+            counts = sorted(conn.execute(sa.text(
+                "SELECT n_points FROM run_metrics WHERE run_id = :run"), {"run": run["id"]}
+            ).scalars())  # fmt: skip
+    finally:
+        engine.dispose()
+    assert counts == [4, 5]

@@ -112,3 +112,30 @@ def test_a_supplied_curvature_and_stale_share_are_stored_and_returned(api):
                      hyperparameters={"learning_rate": 0.2})  # fmt: skip
     got = api.client.get(f"/api/v1/runs/{plain['id']}", headers=api.headers(api.alpha)).json()
     assert got["supplied_curvature"] is None
+
+
+def test_each_keys_point_count_follows_what_was_really_stored(api, db_url):
+    """run_metrics.n_points is what a series cache proves a tail complete against: it must
+    equal count(*) after new, replayed, out-of-order and in-batch duplicate steps."""
+    import sqlalchemy as sa
+
+    run = make_run(api, api.alpha)
+    batches = [
+        [{"step": s, "metrics": {"reward": s / 10, "kl": 0.1}} for s in range(5)],
+        [{"step": s, "metrics": {"reward": 9.0}} for s in range(3)],  # a replay: no new row
+        [{"step": 9, "metrics": {"reward": 0.9}}, {"step": 7, "metrics": {"reward": 0.7}}],
+        [{"step": 8, "metrics": {"kl": 0.2}}, {"step": 8, "metrics": {"kl": 0.3}}],  # same step
+    ]
+    for steps in batches:
+        ingest(api, api.alpha, run["id"], steps)
+    engine = sa.create_engine(db_url)
+    with engine.connect() as conn:
+        kept = conn.execute(sa.text(
+            "SELECT k.name, m.n_points FROM run_metrics m JOIN metric_keys k ON k.id = m.key_id "
+            "WHERE m.run_id = :run"), {"run": run["id"]})  # fmt: skip
+        counted = conn.execute(sa.text(
+            "SELECT k.name, count(*) FROM points p JOIN metric_keys k ON k.id = p.key_id "
+            "WHERE p.run_id = :run GROUP BY k.name"), {"run": run["id"]})  # fmt: skip
+        kept, counted = dict(kept.tuples().all()), dict(counted.tuples().all())
+    engine.dispose()
+    assert kept == counted == {"reward": 7, "kl": 6}

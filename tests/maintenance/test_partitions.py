@@ -120,6 +120,10 @@ def test_retention_drops_an_old_runs_partition_and_leaves_live_runs(pg_url: str)
         assert report.retired == []  # retention is off by default
         for run_id in runs:
             _points(conn, run_id, range(0, 20))
+        conn.execute(sa.text(
+            "INSERT INTO run_metrics (run_id, key_id, last_step, last_value, last_flag, n_points) "
+            "SELECT run_id, key_id, max(step), 0, 0, count(*) FROM points GROUP BY run_id, key_id"
+        ))  # fmt: skip
         before = _series(conn)
     with engine.begin() as conn:
         report = partitions.maintain(conn, width=10, ahead=1, retention_days=30,
@@ -127,6 +131,10 @@ def test_retention_drops_an_old_runs_partition_and_leaves_live_runs(pg_url: str)
         assert report.created == [] and report.retired == ["points_from_2000"]
         after = _series(conn)
         assert after == [row for row in before if row[0] not in (2000, 2001)]
+        # The retired runs' point counts say their series are gone; live runs keep theirs.
+        sql = "SELECT run_id, sum(n_points) FROM run_metrics GROUP BY run_id"
+        counts = dict(conn.execute(sa.text(sql)).tuples().all())
+        assert counts == {r: 0 if r in (2000, 2001) else 40 for r in runs}
         tables = set(
             conn.execute(
                 sa.text("SELECT tablename FROM pg_tables WHERE schemaname = 'points_partitions'")

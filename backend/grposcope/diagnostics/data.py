@@ -66,11 +66,33 @@ class RunData:
     # what is recomputed, never an outcome
     memo: RuleMemo | None = field(default=None, compare=False, repr=False)
 
+    # finite points by key, filled by finite(): never part of the value, and a replace()
+    # starts with an empty one (another run, or a longer prefix of this one)
+    _finite: dict[str, Series] = field(default_factory=dict, init=False, compare=False, repr=False)
+
     def get(self, key: str | None) -> Series | None:
         if key is None or key not in self.series:
             return None
         steps, values = self.series[key]
         return (np.asarray(steps, dtype=np.int64), np.asarray(values, dtype=np.float64))
+
+    def finite(self, key: str | None) -> Series | None:
+        """The key's finite points (what nearly every rule reads), or None without the key.
+
+        Computed once per evaluation and shared: a dozen rules read the reward's, and the
+        same arrays let merge see that their sub-conditions sit on the same steps without
+        comparing 100,000 of them. Read-only, so no rule can change another's input."""
+        got = self._finite.get(key) if key is not None else None
+        if got is None:
+            raw = self.get(key)
+            if raw is None:
+                return None
+            keep = np.isfinite(raw[1])
+            got = (raw[0][keep], raw[1][keep])
+            for a in got:
+                a.flags.writeable = False
+            self._finite[key] = got  # type: ignore[index]
+        return got
 
 
 # The side series the rules read, each the aliases of one role of the key table

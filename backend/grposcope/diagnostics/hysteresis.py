@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from grposcope.diagnostics.types import Episode, Trace, severity_name
+from grposcope.dynamics.smoothing import step_spacing
 
 
 def episodes(trace: Trace, open_window: int, resolve_window: int) -> list[Episode]:
@@ -24,7 +25,7 @@ def episodes(trace: Trace, open_window: int, resolve_window: int) -> list[Episod
     steps, level = trace.steps, trace.level
     if steps.size == 0:
         return out
-    spacing = int(np.median(np.diff(steps))) if steps.size > 1 else 1
+    spacing = int(step_spacing(steps)) if steps.size > 1 else 1
     last_false = int(steps[0]) - max(spacing, 1)
     last_true = last_false
     is_open = False

@@ -34,7 +34,7 @@ import numpy as np
 
 from grposcope.diagnostics.data import RunData, component_keys
 from grposcope.diagnostics.memo import scope
-from grposcope.diagnostics.signal import finite, noise_sd, r
+from grposcope.diagnostics.signal import noise_sd, r
 from grposcope.diagnostics.types import Sub
 from grposcope.dynamics.smoothing import lag1_autocorrelation
 
@@ -53,10 +53,10 @@ def reward_drops(data: RunData, p: Params) -> list[Sub]:
         return []
     out: list[Sub] = []
     for key in [data.reward_key, *component_keys(data)]:
-        got = data.get(key)
+        got = data.finite(key)
         if got is None:
             continue
-        s, v = finite(*got)
+        s, v = got
         kept = scope(data.memo, ("drops", key), s, v)
         collapse = _collapse(key, s, v, p, kept) if key == data.reward_key else None
         subs = (collapse, _flatline(key, s, v, p, kept), _drift(key, s, v, p, kept))

@@ -24,7 +24,7 @@ import numpy as np
 from grposcope.diagnostics.data import RunData
 from grposcope.diagnostics.memo import scope
 from grposcope.diagnostics.noise import causal_window_se, max_bias, recent_white_se
-from grposcope.diagnostics.signal import finite, points, r, trailing_mean
+from grposcope.diagnostics.signal import points, r, trailing_mean
 from grposcope.diagnostics.types import Sub
 
 Params = dict[str, float]
@@ -32,10 +32,10 @@ Params = dict[str, float]
 
 def reward_fall(data: RunData, p: Params) -> Sub | None:
     """The sub-condition over the reward's own steps (None without two windows of reward)."""
-    reward = data.get(data.reward_key)
+    reward = data.finite(data.reward_key)
     if reward is None:
         return None
-    s, v = finite(*reward)
+    s, v = reward
     w = points(p["smooth_window"], s)
     if s.size < 2 * w:
         return None
@@ -59,10 +59,10 @@ def reward_fall(data: RunData, p: Params) -> Sub | None:
 def _eval_since(data: RunData, peak_step: int, now_step: int) -> dict:
     """How the eval series moved between the train peak and now: a train-side fall with eval
     still rising is a different story (the reader should see it) from both falling."""
-    ev = data.get(data.eval_key)
+    ev = data.finite(data.eval_key)
     if ev is None:
         return {}
-    es, evals = finite(*ev)
+    es, evals = ev
     at_peak = np.flatnonzero(es <= peak_step)
     now = np.flatnonzero(es <= now_step)
     if at_peak.size == 0 or now.size == 0 or now[-1] == at_peak[-1]:

@@ -19,7 +19,7 @@ import math
 import numpy as np
 
 from grposcope.diagnostics.data import RunData, component_keys
-from grposcope.diagnostics.signal import finite, points, r, trailing_mean, window_trends
+from grposcope.diagnostics.signal import points, r, trailing_mean, window_trends
 
 Params = dict[str, float]
 
@@ -29,10 +29,10 @@ def improving_checks(data: RunData, p: Params, at: np.ndarray) -> list[dict]:
     out: list[dict] = [{"still_improving": False, "components_rising": []} for _ in at]
     keys = [data.reward_key, *component_keys(data)] if data.reward_key else []
     for key in keys:
-        got = data.get(key)
+        got = data.finite(key)
         if got is None:
             continue
-        s, v = finite(*got)
+        s, v = got
         rising, t = _rising(s, v, at, p)
         for i in range(at.size):
             if key == data.reward_key:
@@ -61,11 +61,11 @@ def _rising(
 
 
 def _gain_left(data: RunData, p: Params, at: np.ndarray, out: list[dict]) -> None:
-    reward = data.get(data.reward_key)
+    reward = data.finite(data.reward_key)
     fits = [f for f in data.fits if f.success and f.p_star is not None]
     if reward is None or not fits:
         return
-    s, v = finite(*reward)
+    s, v = reward
     if s.size == 0:
         return
     w = points(p["smooth_window"], s)

@@ -19,7 +19,7 @@ from grposcope.diagnostics.merge import merge
 from grposcope.diagnostics.noise import causal_window_se
 from grposcope.diagnostics.rules_improving import improving_checks
 from grposcope.diagnostics.rules_stuck import no_learning
-from grposcope.diagnostics.signal import finite, noise_sd, points, r, trailing_mean
+from grposcope.diagnostics.signal import noise_sd, points, r, trailing_mean
 from grposcope.diagnostics.types import Sub, Trace
 
 Params = dict[str, float]
@@ -32,14 +32,14 @@ def reward_hacking(data: RunData, p: Params) -> Trace | str:
     reward in [0, 3.5] and an eval accuracy in [0, 1] compare; an eval that never rose
     significantly has progress 0.
     """
-    train, ev = data.get(data.reward_key), data.get(data.eval_key)
+    train, ev = data.finite(data.reward_key), data.finite(data.eval_key)
     if ev is None:
         return ("no eval series (eval_reward or eval/…reward…): train–eval decoupling "
                 "cannot be judged without one")  # fmt: skip
     if train is None:
         return "no reward series"
-    ts, tv = finite(*train)
-    es, evals = finite(*ev)
+    ts, tv = train
+    es, evals = ev
     k = int(p["eval_points"])
     if es.size < k + 1 or ts.size < 3:
         return f"{es.size} eval points so far; the rule needs {k + 1}"
@@ -88,11 +88,11 @@ def reward_hacking(data: RunData, p: Params) -> Trace | str:
 def _zero_std_share(data: RunData, p: Params) -> tuple[np.ndarray, np.ndarray, str] | str:
     frac_key = first_key(data, ZERO_STD_KEYS)
     if frac_key is not None:
-        s, v = finite(*data.get(frac_key))  # type: ignore[misc]
+        s, v = data.finite(frac_key)  # type: ignore[misc]
         return s, v, frac_key
     std_key = first_key(data, REWARD_STD_KEYS)
     if std_key is not None:
-        s, v = finite(*data.get(std_key))  # type: ignore[misc]
+        s, v = data.finite(std_key)  # type: ignore[misc]
         return s, (v <= p["zero_std"]).astype(float), f"{std_key} == 0 (whole batch)"
     return ("neither a zero-std share (frac_reward_zero_std) nor a reward spread (reward_std) "
             "is logged (TRL logs the first with scale_rewards 'group' or 'none')")  # fmt: skip
@@ -130,10 +130,10 @@ def advantage_degeneracy(data: RunData, p: Params) -> Trace | str:
 
 def _iid_prediction(data: RunData, at: np.ndarray, w: int) -> np.ndarray:
     out = np.full(at.size, np.nan)
-    reward, g = data.get(data.reward_key), data.num_generations
+    reward, g = data.finite(data.reward_key), data.num_generations
     if reward is None or not g:
         return out
-    s, v = finite(*reward)
+    s, v = reward
     if s.size == 0 or v.min() < 0.0 or v.max() > 1.0:
         return out  # not a binary (0/1) reward: no closed-form expectation
     level = trailing_mean(v, w)
@@ -146,14 +146,14 @@ def _iid_prediction(data: RunData, at: np.ndarray, w: int) -> np.ndarray:
 
 def policy_concentration(data: RunData, p: Params) -> Trace | str:
     """Entropy falling fast while the reward still rises: the policy collapses onto a mode."""
-    ent = data.get(first_key(data, ENTROPY_KEYS))
+    ent = data.finite(first_key(data, ENTROPY_KEYS))
     if ent is None:
         return "no entropy series (TRL logs `entropy` since 0.17)"
-    reward = data.get(data.reward_key)
+    reward = data.finite(data.reward_key)
     if reward is None:
         return "no reward series"
-    s, v = finite(*ent)
-    rs, rv = finite(*reward)
+    s, v = ent
+    rs, rv = reward
     w = points(p["window"], s)
     if s.size <= w or rs.size < 2:
         return f"{s.size} entropy points so far; the rule needs more than {w}"

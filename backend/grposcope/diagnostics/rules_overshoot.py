@@ -19,18 +19,18 @@ import numpy as np
 from grposcope.diagnostics.data import FitPoint, RunData
 from grposcope.diagnostics.memo import scope
 from grposcope.diagnostics.noise import causal_window_se, max_bias
-from grposcope.diagnostics.signal import finite, level_at, points, r, trailing_mean
+from grposcope.diagnostics.signal import level_at, points, r, trailing_mean
 from grposcope.diagnostics.types import Sub
 
 Params = dict[str, float]
 
 
 def overshoot(data: RunData, p: Params) -> Sub | None:
-    reward = data.get(data.reward_key)
+    reward = data.finite(data.reward_key)
     fits = [f for f in data.fits if f.success and f.zeta is not None and f.p_star is not None]
     if reward is None or not fits:
         return None
-    s, v = finite(*reward)
+    s, v = reward
     w = points(p["smooth_window"], s)
     if s.size < 2 * w:
         return None

@@ -21,7 +21,7 @@ import numpy as np
 
 from grposcope.diagnostics.data import ENTROPY_KEYS, LENGTH_KEYS, RunData, first_key
 from grposcope.diagnostics.memo import scope
-from grposcope.diagnostics.signal import finite, r, trailing_median
+from grposcope.diagnostics.signal import r, trailing_median
 from grposcope.diagnostics.types import Sub
 
 Params = dict[str, float]
@@ -34,11 +34,11 @@ def precursors(data: RunData, p: Params) -> list[Sub]:
 
 def _start_and_recent(data: RunData, keys: tuple[str, ...], p: Params):
     key = first_key(data, keys)
-    got = data.get(key)
+    got = data.finite(key)
     k = int(p["precursor_points"])
     if got is None:
         return None
-    s, v = finite(*got)
+    s, v = got
     if v.size < 2 * k:
         return None
     start = float(np.median(v[:k]))

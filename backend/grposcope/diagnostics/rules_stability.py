@@ -17,7 +17,6 @@ from grposcope.diagnostics.rules_fall import reward_fall
 from grposcope.diagnostics.rules_overshoot import overshoot
 from grposcope.diagnostics.rules_precursor import precursors
 from grposcope.diagnostics.signal import (
-    finite,
     points,
     r,
     trailing_mean,
@@ -71,10 +70,10 @@ def _non_finite(data: RunData) -> Sub | None:
 
 
 def _grad_growth(data: RunData, p: Params) -> Sub | None:
-    g = data.get(first_key(data, GRAD_NORM_KEYS))
+    g = data.finite(first_key(data, GRAD_NORM_KEYS))
     if g is None:
         return None
-    s, v = finite(*g)
+    s, v = g
     keep = v > 0  # a logged 0 is a skipped step (no gradient), not a small one
     s, v = s[keep], v[keep]
     w = points(p["smooth_window"], s)
@@ -101,7 +100,7 @@ def _clip_ratio(data: RunData, p: Params) -> Sub | None:
     key = first_key(data, CLIP_KEYS)
     if key is None:
         return None
-    s, v = finite(*data.get(key))  # type: ignore[misc]
+    s, v = data.finite(key)  # type: ignore[misc]
     mean = trailing_mean(v, points(p["smooth_window"], s))
     level = np.where(mean >= p["clip_ratio_warn"], 2, 0).astype(np.int8)
     return s, level, lambda i: {"clip_key": key, "clip_ratio": r(mean[i])}, False

@@ -19,7 +19,7 @@ import numpy as np
 from grposcope.diagnostics.data import KL_KEYS, RunData
 from grposcope.diagnostics.memo import scope
 from grposcope.diagnostics.rules_fall import fall_arrays
-from grposcope.diagnostics.signal import finite, level_at, points, r, trailing_median
+from grposcope.diagnostics.signal import level_at, points, r, trailing_median
 from grposcope.diagnostics.types import Sub
 
 Params = dict[str, float]
@@ -28,11 +28,11 @@ Params = dict[str, float]
 def no_learning(data: RunData, p: Params) -> Sub | None:
     """Warning where the reward has not risen significantly and the policy is not moving."""
     kl_key = next((k for k in KL_KEYS if k in data.series), None)
-    reward = data.get(data.reward_key)
+    reward = data.finite(data.reward_key)
     if p["no_gain_steps"] <= 0 or reward is None or kl_key is None:
         return None
-    s, v = finite(*reward)
-    ks, kv = finite(*data.series[kl_key])
+    s, v = reward
+    ks, kv = data.finite(kl_key)  # type: ignore[misc]
     w = points(p["smooth_window"], s)
     if s.size < 2 * w or ks.size == 0:
         return None

@@ -7,12 +7,7 @@ import math
 
 import numpy as np
 
-from grposcope.dynamics.smoothing import robust_noise
-
-
-def finite(steps: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    keep = np.isfinite(values)
-    return steps[keep], values[keep]
+from grposcope.dynamics.smoothing import robust_noise, step_spacing
 
 
 def trailing_mean(values: np.ndarray, width: int) -> np.ndarray:
@@ -53,7 +48,7 @@ def points(window_steps: float, steps: np.ndarray) -> int:
     """A window given in steps as a number of points of this series."""
     if steps.size < 2:
         return 1
-    spacing = max(float(np.median(np.diff(steps))), 1e-12)
+    spacing = max(step_spacing(steps), 1e-12)
     return max(1, int(round(window_steps / spacing)))
 
 

@@ -51,6 +51,7 @@ from grposcope.dynamics.smoothing import (
     r_squared,
     robust_noise,
     smoothing_width,
+    step_spacing,
     variance_inflation,
 )
 
@@ -320,7 +321,7 @@ def fit_series(
         recent_level=float(np.mean(series.values[-k:])),
         n_recent=k,
         recent_first_step=float(series.steps[-k]),
-        step_spacing=float(np.median(np.diff(series.steps))),
+        step_spacing=step_spacing(series.steps),
         noise=noise,
         long_level=float(np.mean(series.values[-max(3, int(round(LONG_FRACTION * n))) :])),
         bounds=known_bounds(metric, series.values),

@@ -69,6 +69,18 @@ def bin_series(series: Series, max_points: int) -> Series:
     return Series(s / w[keep], v / w[keep], w[keep], series.n_raw, series.n_dropped)
 
 
+def step_spacing(steps: Array) -> float:
+    """The median gap between consecutive steps (sorted steps, at least two).
+
+    Logs are almost always evenly spaced, and for them the first gap is the median: checking
+    that costs a tenth of the partition the median needs, and the rules ask for the spacing of
+    100,000-step series a dozen times a refit."""
+    d = np.diff(steps)
+    if d.size and bool(np.all(d == d[0])):
+        return float(d[0])
+    return float(np.median(d))
+
+
 def robust_noise(values: Array) -> float:
     """Per-point noise std from first differences: 1.4826·MAD(Δy)/√2.
 

@@ -4,8 +4,8 @@ Postgres gets the columns as arrays and inserts ``unnest(...)`` with ``ON CONFLI
 one round trip and no temporary table. The arrays travel as text literals built with
 ``str.join`` (psycopg's list adapter quotes element by element with a regex: ~20 ms per
 3,000-element column; a per-row COPY cost ~16 ms of Python plus temp-table round trips; see
-docs/benchmarks.md). SQLite uses one prepared statement over all rows. Either way a
-replayed value is ignored and the count of new rows comes back."""
+docs/benchmarks.md). SQLite uses multi-row VALUES. Either way a replayed value is ignored,
+and each key's count of new rows is added to its ``run_metrics.n_points``."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from sqlalchemy import bindparam, select, text
 from sqlalchemy.orm import Session
 
 from grposcope.db import UTCDateTime, dialect_insert
-from grposcope.models import MetricKey, RunMetric
+from grposcope.models import MetricKey
 from grposcope.runs.repository import OPEN_STATES
 
 _COLUMNS = "run_id, key_id, step, value, flag, wall_time"
@@ -164,24 +164,42 @@ def claim_run(session: Session, run_id: int, max_step: int, now: datetime) -> Cl
     return Claim(row[2], (row[0], ids))
 
 
+# A key's latest value moves only to a higher step (a replayed step is ignored in the series,
+# so it must not overwrite the latest value either: first write wins everywhere) and its point
+# count grows by the rows the batch really inserted. Both dialects take this clause.
+_UPSERT_LATEST = (
+    "ON CONFLICT (run_id, key_id) DO UPDATE SET "
+    "n_points = run_metrics.n_points + excluded.n_points, "
+    + ", ".join(
+        f"{c} = CASE WHEN excluded.last_step > run_metrics.last_step "
+        f"THEN excluded.{c} ELSE run_metrics.{c} END"
+        for c in ("last_step", "last_value", "last_flag")
+    )
+    + " WHERE excluded.last_step > run_metrics.last_step OR excluded.n_points > 0"
+)
+
 # Postgres: points, latest values and the run's update in one statement. Data-modifying CTEs
-# all run to completion whether or not the outer query reads them, on one snapshot: the
-# points and run_metrics inserts do not read each other, so first-write-wins holds as when
-# they were separate statements (run_metrics only moves to a higher step).
+# all run to completion whether or not the outer query reads them, on one snapshot; the
+# latest values read only the RETURNING rows of the points insert (how many each key really
+# gained), so first-write-wins holds as when they were separate statements.
 _WRITE_BATCH_PG = (
     "WITH new_points AS ("
     f"INSERT INTO points ({_COLUMNS}) SELECT :run, * FROM unnest("
     "CAST(:k AS integer[]), CAST(:s AS bigint[]), CAST(:v AS double precision[]), "
-    "CAST(:f AS smallint[]), CAST(:t AS double precision[])) ON CONFLICT DO NOTHING RETURNING 1"
+    "CAST(:f AS smallint[]), CAST(:t AS double precision[])) ON CONFLICT DO NOTHING "
+    "RETURNING key_id"
+    "), gained AS (SELECT key_id, count(*) AS n FROM new_points GROUP BY key_id"
     "), latest AS ("
-    "INSERT INTO run_metrics (run_id, key_id, last_step, last_value, last_flag) "
-    "SELECT :run, * FROM unnest(CAST(:lk AS integer[]), CAST(:ls AS bigint[]), "
-    "CAST(:lv AS double precision[]), CAST(:lf AS smallint[])) "
-    "ON CONFLICT (run_id, key_id) DO UPDATE SET last_step = excluded.last_step, "
-    "last_value = excluded.last_value, last_flag = excluded.last_flag "
-    "WHERE excluded.last_step > run_metrics.last_step"
-    "), touched AS (" + _TOUCH_RUN.format(alerts=_OPEN_ALERT_IDS["postgresql"]) + ") "
-    "SELECT (SELECT count(*) FROM new_points), touched.last_step, touched.alert_ids FROM touched"
+    "INSERT INTO run_metrics (run_id, key_id, last_step, last_value, last_flag, n_points) "
+    "SELECT :run, l.k, l.s, l.v, l.f, coalesce(g.n, 0) FROM unnest(CAST(:lk AS integer[]), "
+    "CAST(:ls AS bigint[]), CAST(:lv AS double precision[]), CAST(:lf AS smallint[])) "
+    "AS l(k, s, v, f) LEFT JOIN gained g ON g.key_id = l.k "
+    + _UPSERT_LATEST
+    + "), touched AS ("
+    + _TOUCH_RUN.format(alerts=_OPEN_ALERT_IDS["postgresql"])
+    + ") "
+    "SELECT (SELECT coalesce(sum(n), 0) FROM gained), touched.last_step, touched.alert_ids "
+    "FROM touched"
 )
 
 
@@ -206,9 +224,9 @@ def write_batch(
         row = session.execute(_with_now(_WRITE_BATCH_PG), params).one()
         return RunWrite(int(row[0]), row[1], list(row[2] or []))
     assert claim.touched is not None, "claim_run touches the run on SQLite"
-    inserted = _insert_points_sqlite(session, run_id, cols)
-    _upsert_latest_sqlite(session, run_id, latest)
-    return RunWrite(inserted, *claim.touched)
+    gained = _insert_points_sqlite(session, run_id, cols)
+    _upsert_latest_sqlite(session, run_id, latest, gained)
+    return RunWrite(sum(gained.values()), *claim.touched)
 
 
 def _with_now(sql: str) -> Any:
@@ -216,16 +234,27 @@ def _with_now(sql: str) -> Any:
     return text(sql).bindparams(bindparam("now", type_=UTCDateTime()))
 
 
-def _insert_points_sqlite(session: Session, run_id: int, cols: PointColumns) -> int:
-    rows = [{"r": run_id, "k": k, "s": s, "v": v, "f": f, "t": t}
-            for k, s, v, f, t in zip(cols.key_ids, cols.steps, cols.values, cols.flags,
-                                     cols.wall_times, strict=True)]  # fmt: skip
-    result = session.execute(
-        text(f"INSERT INTO points ({_COLUMNS}) VALUES (:r, :k, :s, :v, :f, :t) "
-             "ON CONFLICT DO NOTHING"),
-        rows,
-    )  # fmt: skip
-    return max(result.rowcount, 0)
+# SQLite binds at most 32,766 parameters a statement; six a row.
+_SQLITE_ROWS_PER_INSERT = 5000
+
+
+def _insert_points_sqlite(session: Session, run_id: int, cols: PointColumns) -> dict[int, int]:
+    """Insert the batch's points; returns how many rows each key gained (a replayed step is
+    ignored, and RETURNING reports only the rows really inserted). Multi-row VALUES with
+    positional parameters: RETURNING needs one statement per chunk, not an executemany."""
+    gained: dict[int, int] = {}
+    rows = list(zip(cols.key_ids, cols.steps, cols.values, cols.flags, cols.wall_times,
+                    strict=True))  # fmt: skip
+    conn = session.connection()
+    for at in range(0, len(rows), _SQLITE_ROWS_PER_INSERT):
+        chunk = rows[at : at + _SQLITE_ROWS_PER_INSERT]
+        values = ", ".join(["(?, ?, ?, ?, ?, ?)"] * len(chunk))
+        sql = (f"INSERT INTO points ({_COLUMNS}) VALUES {values} "
+               "ON CONFLICT DO NOTHING RETURNING key_id")  # fmt: skip
+        params = tuple(v for row in chunk for v in (run_id, *row))
+        for (key_id,) in conn.exec_driver_sql(sql, params):
+            gained[key_id] = gained.get(key_id, 0) + 1
+    return gained
 
 
 def _ints(values: list[int]) -> str:
@@ -239,29 +268,22 @@ def _floats(values: list[float | None]) -> str:
     return "{" + ",".join("NULL" if v is None else repr(v) for v in values) + "}"
 
 
-def _upsert_latest_sqlite(
-    session: Session, run_id: int, latest: dict[int, tuple[int, float | None, int]]
-) -> None:
-    """Keep run_metrics at each key's highest step (out-of-order batches never move it back).
+_UPSERT_LATEST_SQLITE = (
+    "INSERT INTO run_metrics (run_id, key_id, last_step, last_value, last_flag, n_points) "
+    "VALUES (:run, :key, :step, :value, :flag, :n) " + _UPSERT_LATEST
+)
 
-    Only a *higher* step moves it: a duplicate (run, key, step) is ignored in the series
-    (``ON CONFLICT DO NOTHING``), so it must not overwrite the latest value either (first
-    write wins everywhere). Keys go in sorted order, the same in every transaction.
-    """
-    insert = dialect_insert(session)(RunMetric)
-    stmt = insert.on_conflict_do_update(
-        index_elements=["run_id", "key_id"],
-        set_={
-            "last_step": insert.excluded.last_step,
-            "last_value": insert.excluded.last_value,
-            "last_flag": insert.excluded.last_flag,
-        },
-        where=insert.excluded.last_step > RunMetric.last_step,
-    )
+
+def _upsert_latest_sqlite(
+    session: Session, run_id: int, latest: dict[int, tuple[int, float | None, int]],
+    gained: dict[int, int],
+) -> None:  # fmt: skip
+    """Move each key's latest value forward and add what it gained (``_UPSERT_LATEST``).
+    Keys go in sorted order, the same in every transaction."""
     session.execute(
-        stmt,
+        text(_UPSERT_LATEST_SQLITE),
         [
-            {"run_id": run_id, "key_id": k, "last_step": s, "last_value": v, "last_flag": f}
+            {"run": run_id, "key": k, "step": s, "value": v, "flag": f, "n": gained.get(k, 0)}
             for k, (s, v, f) in sorted(latest.items())
         ],
     )

@@ -50,6 +50,11 @@ class Partition:
     low: int | None
     high: int
 
+    @property
+    def first_id(self) -> int:
+        """The lowest run id the range can hold (MINVALUE as the lowest integer id)."""
+        return self.low if self.low is not None else -(2**31)
+
 
 @dataclass
 class Report:
@@ -143,10 +148,18 @@ def retire(conn: Connection, *, older_than: datetime, action: str) -> list[str]:
         if part.high > next_id or _has_live_run(conn, part, older_than):
             continue
         conn.execute(text(f"ALTER TABLE public.points DETACH PARTITION {SCHEMA}.{part.name}"))
+        _zero_counts(conn, part)
         if action == "drop":
             conn.execute(text(f"DROP TABLE {SCHEMA}.{part.name}"))
         retired.append(part.name)
     return retired
+
+
+def _zero_counts(conn: Connection, part: Partition) -> None:
+    """The retired runs hold no points any more: their keys' counts say so (latest values
+    stay)."""
+    sql = "UPDATE run_metrics SET n_points = 0 WHERE run_id >= :low AND run_id < :high"
+    conn.execute(text(sql), {"low": part.first_id, "high": part.high})
 
 
 def _has_live_run(conn: Connection, part: Partition, older_than: datetime) -> bool:
@@ -155,10 +168,9 @@ def _has_live_run(conn: Connection, part: Partition, older_than: datetime) -> bo
     sql = ("SELECT NOT EXISTS (SELECT 1 FROM runs WHERE id < :high AND id >= :low) "
            "OR EXISTS (SELECT 1 FROM runs WHERE id < :high AND id >= :low "
            "AND (status NOT IN :finished OR updated_at >= :cutoff))")  # fmt: skip
-    low = part.low if part.low is not None else -(2**31)
     stmt = text(sql).bindparams(bindparam("finished", expanding=True),
                                 bindparam("cutoff", type_=UTCDateTime()))  # fmt: skip
-    params = {"low": low, "high": part.high, "finished": FINISHED, "cutoff": older_than}
+    params = {"low": part.first_id, "high": part.high, "finished": FINISHED, "cutoff": older_than}
     return bool(conn.execute(stmt, params).scalar())
 
 

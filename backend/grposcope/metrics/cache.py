@@ -2,9 +2,10 @@
 
 Why raw columns and not only the downsampled answer: a live run changes every second, so a
 cache of finished answers would always be stale for the runs people watch. Holding the
-points lets a read fetch just the tail that arrived since (plus one count that proves nothing
-arrived earlier) and downsample in memory, which costs milliseconds; the downsampled answers
-are kept beside the columns, per ``max_points``, until the columns change.
+points lets a read fetch just the tail that arrived since (plus the point count ingest keeps in
+``run_metrics``, which proves nothing arrived earlier) and downsample in memory, which costs
+milliseconds; the downsampled answers are kept beside the columns, per ``max_points``, until
+the columns change.
 
 Correct with several API processes and separate workers, because nothing is invalidated by a
 message: each read compares the run's (created_at, updated_at), which ingest sets in the same
@@ -16,10 +17,6 @@ Bounded by the number of points held (about 17 bytes each), least recently used 
 by whoever owns the engine (the app on ``app.state.series_cache``, a standalone worker) and
 handed to sessions through their factory's ``info`` (``SESSION_KEY``), so services find it on
 the session they already get; a session without one reads straight from the database.
-
-Known cost: the count that proves a tail complete scans the series' index range, ~15-50 ms
-per 100,000 points on SQLite; a points counter kept by ingest in ``run_metrics`` would make it
-O(1), at the price of a schema change and an ingest-side write.
 """
 
 from __future__ import annotations

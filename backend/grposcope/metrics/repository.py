@@ -76,22 +76,22 @@ def fetch(session: Session, run_id: int, key_id: int, since: int | None = None) 
 def fetch_tails(
     session: Session, run_id: int, since: dict[int, int]
 ) -> dict[int, tuple[int, Columns]]:
-    """For each key id, the series' total point count and its points after ``since[key_id]``,
-    all in one statement: the counts and the tails come from one snapshot even while ingest
-    commits (Postgres: one statement, one snapshot), and a refit's dozen series cost one round
-    trip, not one each. Points are never updated or deleted, so ``cached + len(tail) == count``
-    proves nothing was inserted at or below ``since``. A key with no points is left out."""
+    """For each key id, the series' point count (``run_metrics.n_points``, kept by ingest in
+    the points' own statement) and its points after ``since[key_id]``, all in one statement:
+    the count and the tails come from one snapshot even while ingest commits (Postgres: one
+    statement, one snapshot), and a refit's dozen series cost one round trip, not one each.
+    Points are never updated or deleted, so ``cached + len(tail) == count`` proves nothing was
+    inserted at or below ``since``. A key the run never logged is left out."""
     if not since:
         return {}
     m = _mark(session)
     wanted = ", ".join([f"({m}, {m})"] * len(since))
     sql = (
-        f"WITH w(key_id, since) AS (VALUES {wanted}), "
-        f"c AS (SELECT key_id, count(*) AS n FROM points WHERE run_id = {m} "
-        f"AND key_id IN (SELECT key_id FROM w) GROUP BY key_id) "
-        f"SELECT c.key_id, c.n, p.step, p.value, p.flag FROM c JOIN w ON w.key_id = c.key_id "
+        f"WITH w(key_id, since) AS (VALUES {wanted}) "
+        f"SELECT c.key_id, c.n_points, p.step, p.value, p.flag FROM run_metrics AS c "
+        f"JOIN w ON w.key_id = c.key_id "
         f"LEFT JOIN points AS p ON p.run_id = {m} AND p.key_id = c.key_id AND p.step > w.since "
-        f"ORDER BY c.key_id, p.step"
+        f"WHERE c.run_id = {m} ORDER BY c.key_id, p.step"
     )
     params = tuple(v for pair in since.items() for v in pair) + (run_id, run_id)
     grouped: dict[int, tuple[int, list[tuple]]] = {}
