@@ -503,3 +503,53 @@ def test_a_precursor_opens_at_the_step_its_trailing_median_crosses():
     out = evaluate("dynamical_instability", data, defaults("dynamical_instability"))
     # trailing median of 3 points: above 3× from the second high point on (step 13)
     assert out.episodes[0].opened_step == 13
+
+
+def test_hysteresis_resolve_hold_grows_with_the_run():
+    """resolve_share: a clear streak must last that share of the run so far (from the first
+    checkpoint to the last one where the condition held), if longer than resolve_window."""
+    levels = [2] * 200 + [0] * 15 + [2] * 100 + [0] * 40
+    fixed = episodes(_trace(levels), open_window=10, resolve_window=10)
+    assert [(e.opened_step, e.resolved_step) for e in fixed] == [(10, 210), (225, 325)]
+    held = episodes(_trace(levels), open_window=10, resolve_window=10, resolve_share=0.1)
+    # held to step 200: 15 clear steps < 0.1 × 199; held to 315: 32 clear ≥ 0.1 × 314
+    assert [(e.opened_step, e.resolved_step) for e in held] == [(10, 347)]
+
+
+def _not_learning_with_dips(n: int, learn_from: int | None = None) -> RunData:
+    """A run that never learns (a flat reward, KL 1e-4) with a fit whose plateau p* sits at the
+    reward's level, so the gain-left veto passes wherever the recent level sags: brief 12-step
+    dips, as noise makes on a long run (the MiniMind flapping); each dip later also tilts the
+    recent slope up while it sits early in the slope's window. With `learn_from`, the run
+    starts learning there: the reward climbs by 1.0 over 200 steps and the KL grows."""
+    rng = np.random.default_rng(5)
+    s = np.arange(1, n + 1)
+    reward = 0.33 + 0.1 * (-1.0) ** s  # noise with no trend at any scale
+    for dip in (250, 400, 550):
+        reward[dip : dip + 12] -= 0.25
+    kl = 1e-4 * (1 + 0.3 * rng.random(n))
+    if learn_from is not None:
+        reward += np.clip((s - learn_from) / 200, 0, 1)
+        kl = np.where(s >= learn_from, 0.05, kl)
+    fits = [FitPoint(step=k, success=True, r2_smoothed=0.9, p_star=0.3, p0=0.3, noise_sd=0.1,
+                     plateau_start=float(k), n_points=k) for k in range(50, n + 1, 35)]  # fmt: skip
+    series = {"reward": (s, reward), "kl": (s, kl)}
+    return RunData(series, "reward", fits=fits, total_steps=2 * n)
+
+
+def test_no_learning_does_not_flap_when_the_veto_passes_briefly_on_noise():
+    params = defaults("plateau_reached")
+    data = _not_learning_with_dips(700)
+    fixed = evaluate("plateau_reached", data, {**params, "resolve_share": 0.0})
+    assert len(fixed.episodes) >= 4  # the veto passes long enough to resolve after each dip
+    assert any(e.evidence.get("still_improving") is False for e in fixed.episodes)
+    out = evaluate("plateau_reached", data, params)
+    assert len(out.episodes) == 1 and out.status == "firing" and out.severity == "warning"
+
+
+def test_no_learning_resolves_once_the_run_starts_learning():
+    params = defaults("plateau_reached")
+    out = evaluate("plateau_reached", _not_learning_with_dips(1000, learn_from=700), params)
+    assert out.status == "ok" and len(out.episodes) == 1
+    # resolved within the hold (a tenth of the run so far) of the KL passing its floor
+    assert 700 < out.episodes[0].resolved_step <= 700 + 0.1 * 700 + 20

@@ -45,7 +45,8 @@ def evaluate(kind: str, data: RunData, params: dict[str, float]) -> Outcome:
         return Outcome(kind, "unavailable", f"could not evaluate: {exc}")
     if isinstance(trace, str):
         return Outcome(kind, "unavailable", trace)
-    eps = tuple(episodes(trace, int(params["open_window"]), int(params["resolve_window"])))
+    windows = int(params["open_window"]), int(params["resolve_window"])
+    eps = tuple(episodes(trace, *windows, float(params.get("resolve_share", 0.0))))
     current = eps[-1] if eps and eps[-1].resolved_step is None else None
     if current is None:
         last = {"last_checked_step": int(trace.steps[-1])} if trace.steps.size else {}

@@ -1,5 +1,15 @@
 """Hysteresis over step windows: open after the condition held `open_window` steps, resolve
-after it stayed clear `resolve_window` steps.
+after it stayed clear `resolve_window` steps, or ``resolve_share`` of the run so far if longer.
+
+Why a share of the run: a rule judged on windows that grow with the run (plateau_reached's
+still-improving veto fits its slope over the last half of the points, and its fits are redone
+every few percent of the run) has noise excursions whose length grows with the run too. A fixed
+resolve window is then crossed by noise at a steady rate, so a right alert on a long run is
+resolved and reopened over and over (56 times on a 9,751-step run that never learns). A hold
+that is a fixed share of the run is crossed by such excursions a bounded number of times
+whatever the run's length, and a real change (the run starts learning) still resolves the alert
+after that share: the delay is a fixed fraction of the time already spent. 0 (every rule but
+plateau_reached) keeps the plain fixed window.
 
 Stateless: it runs over the whole trace each time, so the episodes depend only on the data.
 A streak's length is measured in steps from the last checkpoint where the condition was the
@@ -14,8 +24,14 @@ from grposcope.diagnostics.types import Episode, Trace, severity_name
 from grposcope.dynamics.smoothing import step_spacing
 
 
-def episodes(trace: Trace, open_window: int, resolve_window: int) -> list[Episode]:
+def episodes(
+    trace: Trace, open_window: int, resolve_window: int, resolve_share: float = 0.0
+) -> list[Episode]:
     """The alert episodes a trace implies, oldest first; the last may still be open.
+
+    A clear streak resolves once it has lasted ``max(resolve_window, resolve_share × (steps
+    from the first checkpoint to the last one where the condition held))``: causal, it uses
+    only the checkpoints up to the resolving one.
 
     Walked streak by streak (runs of checkpoints where the condition holds, or not), each
     streak's opening or resolving point found with numpy: within a streak the reference step
@@ -42,7 +58,8 @@ def episodes(trace: Trace, open_window: int, resolve_window: int) -> list[Episod
             last_true, last_true_i = int(steps[b - 1]), b - 1
         else:
             if is_open:
-                hit = steps[a:b] - last_true >= resolve_window
+                hold = max(resolve_window, resolve_share * (last_true - int(steps[0])))
+                hit = steps[a:b] - last_true >= hold
                 if hit.any():
                     resolved = int(steps[a + int(np.argmax(hit))])
                     out.append(_episode(trace, opened, resolved, peak, last_true_i))
