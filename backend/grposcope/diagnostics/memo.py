@@ -42,6 +42,14 @@ def _extends(new: tuple[np.ndarray, ...], old: tuple[np.ndarray, ...]) -> bool:
     return True
 
 
+def _frozen(a: np.ndarray) -> np.ndarray:
+    """``a`` as it is now, for the next call's comparison: the array itself when nobody can
+    change it (read-only and owning its data, as ``RunData.finite``'s are), else a copy."""
+    if not a.flags.writeable and a.base is None:
+        return a
+    return np.array(a, copy=True)
+
+
 class RuleMemo:
     """One run's memo: named scopes, each a dict of results over one tuple of arrays."""
 
@@ -57,7 +65,7 @@ class RuleMemo:
         only results that depend on a prefix of the arrays (and keys them by index)."""
         held = self._scopes.get(name)
         results: dict[Any, Any] = held[1] if held and _extends(arrays, held[0]) else {}
-        self._scopes[name] = (tuple(np.array(a, copy=True) for a in arrays), results)
+        self._scopes[name] = (tuple(_frozen(a) for a in arrays), results)
         return results
 
     @property

@@ -31,14 +31,23 @@ def merge(subs: list[Sub], instant_subs: tuple[Sub, ...] = ()) -> Trace:
 
 def _union(step_arrays: list[np.ndarray]) -> np.ndarray:
     """The sorted union of sorted step arrays. Most subs of a rule sit on the same series'
-    steps, so that array is the answer; else a stable sort of the concatenation (a merge of
-    sorted runs) and a drop of repeats, which on 100,000-step runs costs a fraction of
-    np.unique's hashing."""
-    first = step_arrays[0]
-    if _increasing(first) and all(_same(a, first) for a in step_arrays[1:]):
-        return first
-    joined = np.sort(np.concatenate(step_arrays), kind="stable")
-    return joined[np.concatenate(([True], joined[1:] != joined[:-1]))]
+    steps (often the very same array), and the rest are short (the fits' steps) or nearly the
+    same: so the longest array is the base and each other one adds only the steps it lacks,
+    found by binary search, which on a 100,000-step run costs a fraction of sorting the
+    concatenation."""
+    ordered = sorted(step_arrays, key=lambda a: -a.size)
+    union = ordered[0]
+    if not _increasing(union):
+        union = np.unique(union)
+    for a in ordered[1:]:
+        if _same(a, union) or a.size == 0:
+            continue
+        at = np.searchsorted(union, a)
+        lacking = a[(at == union.size) | (union[np.minimum(at, union.size - 1)] != a)]
+        if lacking.size:
+            lacking = np.unique(lacking)
+            union = np.insert(union, np.searchsorted(union, lacking), lacking)
+    return union
 
 
 def _same(a: np.ndarray, b: np.ndarray) -> bool:

@@ -25,10 +25,6 @@ from grposcope.metrics.repository import EMPTY, Columns
 from grposcope.metrics.values import as_float, decode
 from grposcope.models import (
     FLAG_FINITE,
-    FLAG_NAN,
-    FLAG_NEG_INF,
-    FLAG_NULL,
-    FLAG_POS_INF,
     MetricKey,
     RunMetric,
 )
@@ -163,7 +159,7 @@ def load_arrays(session: Session, run_id: int, key: str) -> tuple[np.ndarray, np
     """A whole series as float arrays (non-finite kept as nan/±inf) for the fit worker.
 
     Through the cache too: the worker refits a live run every few seconds, and reading only
-    the new tail keeps that cheap on long runs. The arrays are copies (the cache's are shared).
+    the new tail keeps that cheap on long runs. The arrays are read-only: the cache shares them.
     """
     return load_many_arrays(session, run_id, [key]).get(
         key, (EMPTY.steps.copy(), EMPTY.values.copy())
@@ -199,8 +195,24 @@ def load_many_arrays(
         cols = entries[key_id].cols
         if len(cols) == 0:
             continue
-        values = cols.values.copy()
-        for flag in (FLAG_NAN, FLAG_POS_INF, FLAG_NEG_INF, FLAG_NULL):
-            values[cols.flags == flag] = as_float(None, flag)
-        out[key] = (cols.steps.copy(), values)
+        out[key] = (_read_only(cols.steps), _floats(cols))
     return out
+
+
+def _floats(cols: Columns) -> np.ndarray:
+    """The values with each flagged point as its float (nan, ±inf). Most series have no
+    flagged point: their cached array is handed out as is, read-only."""
+    flagged = np.flatnonzero(cols.flags != FLAG_FINITE)
+    if flagged.size == 0:
+        return _read_only(cols.values)
+    values = cols.values.copy()
+    values[flagged] = [as_float(None, int(f)) for f in cols.flags[flagged]]
+    return values
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    """A read-only view of a cached array (shared with other readers: never to be changed);
+    a caller that tries to write raises instead of corrupting the cache."""
+    view = a.view()
+    view.flags.writeable = False
+    return view
