@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from grposcope.diagnostics.types import Sub, Trace
+from grposcope.dynamics.smoothing import same_steps
 
 
 def merge(subs: list[Sub], instant_subs: tuple[Sub, ...] = ()) -> Trace:
@@ -40,7 +41,7 @@ def _union(step_arrays: list[np.ndarray]) -> np.ndarray:
     if not _increasing(union):
         union = np.unique(union)
     for a in ordered[1:]:
-        if _same(a, union) or a.size == 0:
+        if same_steps(a, union) or a.size == 0:
             continue
         at = np.searchsorted(union, a)
         lacking = a[(at == union.size) | (union[np.minimum(at, union.size - 1)] != a)]
@@ -50,10 +51,6 @@ def _union(step_arrays: list[np.ndarray]) -> np.ndarray:
     return union
 
 
-def _same(a: np.ndarray, b: np.ndarray) -> bool:
-    return a is b or (a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b))
-
-
 def _increasing(a: np.ndarray) -> bool:
     return bool(np.all(a[1:] > a[:-1]))
 
@@ -61,7 +58,7 @@ def _increasing(a: np.ndarray) -> bool:
 def _on_grid(sub: Sub, grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """A sub-condition's level on the merged grid, and the sub index each value came from."""
     steps, level, _, point = sub
-    if _same(steps, grid) and _increasing(grid):
+    if same_steps(steps, grid) and _increasing(grid):
         return level.copy(), np.arange(grid.size)
     idx = np.searchsorted(steps, grid, side="right") - 1
     src = np.clip(idx, 0, None)

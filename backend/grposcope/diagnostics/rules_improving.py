@@ -20,6 +20,7 @@ import numpy as np
 
 from grposcope.diagnostics.data import RunData, component_keys
 from grposcope.diagnostics.signal import points, r, trailing_mean, window_trends
+from grposcope.dynamics.smoothing import last_index_at
 
 Params = dict[str, float]
 
@@ -48,7 +49,7 @@ def _rising(
     s: np.ndarray, v: np.ndarray, at: np.ndarray, p: Params
 ) -> tuple[np.ndarray, np.ndarray]:
     """(rising, slope t) at each step of `at`, from the points logged up to it."""
-    ends = np.searchsorted(s, at, side="right") - 1
+    ends = last_index_at(s, at)
     valid = ends >= 2
     ends = np.clip(ends, 0, None)
     widths = np.maximum(np.round(p["rising_fraction"] * (ends + 1)).astype(np.int64), 3)

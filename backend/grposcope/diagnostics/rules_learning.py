@@ -21,6 +21,7 @@ from grposcope.diagnostics.rules_improving import improving_checks
 from grposcope.diagnostics.rules_stuck import no_learning
 from grposcope.diagnostics.signal import noise_sd, points, r, trailing_mean
 from grposcope.diagnostics.types import Sub, Trace
+from grposcope.dynamics.smoothing import last_index_at
 
 Params = dict[str, float]
 
@@ -48,7 +49,7 @@ def reward_hacking(data: RunData, p: Params) -> Trace | str:
     t_se = noise_sd(tv) / math.sqrt(min(w, tv.size))
     e_level = trailing_mean(evals, k)
     e_se = noise_sd(evals) / math.sqrt(k) if evals.size >= 4 else 0.0
-    idx = np.searchsorted(ts, es, side="right") - 1
+    idx = last_index_at(ts, es)
     t0, e0 = t_level[min(w, tv.size) - 1], e_level[k - 1]
     # Vectorised over the eval points (the same arithmetic the per-point loop did, so the same
     # numbers); the running bests make it O(n): the max of t_level[w-1 : j+1] at each j.
@@ -137,7 +138,7 @@ def _iid_prediction(data: RunData, at: np.ndarray, w: int) -> np.ndarray:
     if s.size == 0 or v.min() < 0.0 or v.max() > 1.0:
         return out  # not a binary (0/1) reward: no closed-form expectation
     level = trailing_mean(v, w)
-    idx = np.searchsorted(s, at, side="right") - 1
+    idx = last_index_at(s, at)
     ok = idx >= 0
     prob = level[np.clip(idx, 0, None)]
     out[ok] = (prob**g + (1.0 - prob) ** g)[ok]

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from grposcope.dynamics.smoothing import robust_noise, step_spacing
+from grposcope.dynamics.smoothing import last_index_at, robust_noise, step_spacing
 
 
 def trailing_mean(values: np.ndarray, width: int) -> np.ndarray:
@@ -56,7 +56,7 @@ def points(window_steps: float, steps: np.ndarray) -> int:
 
 def level_at(sub_steps: np.ndarray, sub_values: np.ndarray, at: np.ndarray) -> np.ndarray:
     """Forward-fill a per-step quantity onto other steps (the last value at or before)."""
-    idx = np.searchsorted(sub_steps, at, side="right") - 1
+    idx = last_index_at(sub_steps, at)
     out = np.where(idx >= 0, sub_values[np.clip(idx, 0, None)], 0)
     return out if sub_values.size else np.zeros(at.size, dtype=sub_values.dtype)
 

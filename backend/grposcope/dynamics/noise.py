@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from grposcope.dynamics.smoothing import prepare
+from grposcope.dynamics.smoothing import prepare, same_steps
 
 __all__ = ["Sampling", "NoiseSplit", "sampling_variance", "split_noise"]
 
@@ -81,7 +81,8 @@ def sampling_variance(
         std = prepare(*sampling.reward_std)  # sorted, deduplicated, NaN dropped
         if std.steps.size == 0:
             return None
-        idx = np.clip(np.searchsorted(std.steps, steps), 0, std.steps.size - 1)
+        idx = (np.arange(steps.size) if same_steps(std.steps, steps)  # distinct, sorted
+               else np.clip(np.searchsorted(std.steps, steps), 0, std.steps.size - 1))  # fmt: skip
         covered = std.steps[idx] == steps
         return covered, std.values[idx[covered]] ** 2 / n, "reward_std"
     if sampling.binary:

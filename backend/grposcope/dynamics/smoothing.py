@@ -81,6 +81,21 @@ def step_spacing(steps: Array) -> float:
     return float(np.median(d))
 
 
+def same_steps(a: Array, b: Array) -> bool:
+    """Whether two step arrays hold the same steps (the same array object, most often)."""
+    return a is b or (a.dtype == b.dtype and a.shape == b.shape and bool(np.array_equal(a, b)))
+
+
+def last_index_at(steps: Array, at: Array) -> np.ndarray:
+    """For each of `at`, the index of the last of the sorted `steps` at or before it (−1 before
+    the first): ``searchsorted(steps, at, "right") − 1``. The rules mostly ask it of a series'
+    own steps, where the answer is 0, 1, 2, …: a comparison instead of 100,000 binary searches
+    (a 100,000-step refit asked it a dozen times)."""
+    if same_steps(steps, at) and bool(np.all(steps[1:] > steps[:-1])):
+        return np.arange(at.size)
+    return np.searchsorted(steps, at, side="right") - 1
+
+
 def robust_noise(values: Array) -> float:
     """Per-point noise std from first differences: 1.4826·MAD(Δy)/√2.
 
