@@ -516,6 +516,18 @@ def test_hysteresis_resolve_hold_grows_with_the_run():
     assert [(e.opened_step, e.resolved_step) for e in held] == [(10, 347)]
 
 
+def test_resolve_hold_counts_from_the_runs_start_not_the_traces():
+    """A trace on the fit history alone starts at the oldest fit kept (the last 12 refits), so
+    the hold must count from the run's first step: 0.1 × 1,000 steps, not 0.1 × 60."""
+    steps = np.arange(940, 1061, 5)  # checkpoints of late refits only
+    levels = [2] * 13 + [0] * 12  # held to step 1000, then clear for 60 steps
+    trace = _trace(levels, steps=steps)
+    late = episodes(trace, open_window=10, resolve_window=10, resolve_share=0.1)
+    assert late[0].resolved_step is not None  # 0.1 × (1000 − 940) = 6 < 10: resolves
+    whole = episodes(trace, open_window=10, resolve_window=10, resolve_share=0.1, run_start=1)
+    assert [e.resolved_step for e in whole] == [None]  # needs 0.1 × 999 ≈ 100 clear steps
+
+
 def _not_learning_with_dips(n: int, learn_from: int | None = None) -> RunData:
     """A run that never learns (a flat reward, KL 1e-4) with a fit whose plateau p* sits at the
     reward's level, so the gain-left veto passes wherever the recent level sags: brief 12-step

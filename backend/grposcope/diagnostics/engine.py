@@ -37,6 +37,12 @@ MESSAGES = {
 }
 
 
+def _run_start(data: RunData) -> int | None:
+    """The run's first logged reward step (what "a share of the run so far" counts from)."""
+    reward = data.get(data.reward_key)
+    return int(reward[0][0]) if reward is not None and reward[0].size else None
+
+
 def evaluate(kind: str, data: RunData, params: dict[str, float]) -> Outcome:
     """One rule: trace → hysteresis episodes → ok | firing | unavailable."""
     try:
@@ -46,7 +52,8 @@ def evaluate(kind: str, data: RunData, params: dict[str, float]) -> Outcome:
     if isinstance(trace, str):
         return Outcome(kind, "unavailable", trace)
     windows = int(params["open_window"]), int(params["resolve_window"])
-    eps = tuple(episodes(trace, *windows, float(params.get("resolve_share", 0.0))))
+    share = float(params.get("resolve_share", 0.0))
+    eps = tuple(episodes(trace, *windows, share, _run_start(data) if share else None))
     current = eps[-1] if eps and eps[-1].resolved_step is None else None
     if current is None:
         last = {"last_checked_step": int(trace.steps[-1])} if trace.steps.size else {}

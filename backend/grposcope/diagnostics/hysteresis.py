@@ -25,13 +25,19 @@ from grposcope.dynamics.smoothing import step_spacing
 
 
 def episodes(
-    trace: Trace, open_window: int, resolve_window: int, resolve_share: float = 0.0
+    trace: Trace,
+    open_window: int,
+    resolve_window: int,
+    resolve_share: float = 0.0,
+    run_start: int | None = None,
 ) -> list[Episode]:
     """The alert episodes a trace implies, oldest first; the last may still be open.
 
     A clear streak resolves once it has lasted ``max(resolve_window, resolve_share × (steps
-    from the first checkpoint to the last one where the condition held))``: causal, it uses
-    only the checkpoints up to the resolving one.
+    from the run's start to the last checkpoint where the condition held))``: causal, it uses
+    only the checkpoints up to the resolving one. The run's start is ``run_start`` (the first
+    logged step), else the trace's first checkpoint: a trace on the fit history alone (a run
+    without a KL series) begins at the oldest fit kept, which moves with every refit.
 
     Walked streak by streak (runs of checkpoints where the condition holds, or not), each
     streak's opening or resolving point found with numpy: within a streak the reference step
@@ -42,6 +48,7 @@ def episodes(
     if steps.size == 0:
         return out
     spacing = int(step_spacing(steps)) if steps.size > 1 else 1
+    origin = int(steps[0]) if run_start is None else min(int(run_start), int(steps[0]))
     last_false = int(steps[0]) - max(spacing, 1)
     last_true = last_false
     is_open = False
@@ -58,7 +65,7 @@ def episodes(
             last_true, last_true_i = int(steps[b - 1]), b - 1
         else:
             if is_open:
-                hold = max(resolve_window, resolve_share * (last_true - int(steps[0])))
+                hold = max(resolve_window, resolve_share * (last_true - origin))
                 hit = steps[a:b] - last_true >= hold
                 if hit.any():
                     resolved = int(steps[a + int(np.argmax(hit))])
