@@ -139,3 +139,28 @@ def test_each_keys_point_count_follows_what_was_really_stored(api, db_url):
         kept, counted = dict(kept.tuples().all()), dict(counted.tuples().all())
     engine.dispose()
     assert kept == counted == {"reward": 7, "kl": 6}
+
+
+def test_maintain_recount_puts_wrong_point_counters_right(api, db_url, capsys):
+    """After a rolling upgrade an older API may have stored points without counting them:
+    `grposcope maintain --recount` restores count(*) and says how many keys were wrong."""
+    import sqlalchemy as sa
+
+    from grposcope.cli.main import main
+
+    run = make_run(api, api.alpha)
+    ingest(api, api.alpha, run["id"], [{"step": s, "metrics": {"reward": 1.0, "kl": 0.1}}
+                                       for s in range(6)])  # fmt: skip
+    engine = sa.create_engine(db_url)
+    count_sql = sa.text("SELECT n_points FROM run_metrics WHERE run_id = :run ORDER BY key_id")
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE run_metrics SET n_points = 2 WHERE run_id = :run AND "
+                             "key_id = (SELECT min(key_id) FROM run_metrics WHERE run_id = :run)"),
+                     {"run": run["id"]})  # fmt: skip
+        assert list(conn.execute(count_sql, {"run": run["id"]}).scalars()) == [2, 6]
+    capsys.readouterr()
+    assert main(["maintain", "--db", db_url, "--recount"]) == 0
+    assert "point counters recounted: 1 corrected" in capsys.readouterr().out
+    with engine.connect() as conn:
+        assert list(conn.execute(count_sql, {"run": run["id"]}).scalars()) == [6, 6]
+    engine.dispose()
