@@ -104,19 +104,14 @@ ADVISORY_LOCK_NAMESPACE = 0x6769  # "gi"
 
 @dataclass(frozen=True)
 class RunWrite:
-    """What the batch's statements report back."""
+    """What the batch's statements report back. ``team_id`` None: there is no such run; a
+    team the writer may not write for: nothing was stored (the caller raises, which rolls the
+    transaction back)."""
 
-    inserted: int
-    last_step: int | None
-    open_alert_ids: list[int]
-
-
-@dataclass(frozen=True)
-class Claim:
-    """The run about to take a batch: its team, and on SQLite the run's update already done."""
-
-    team_id: int
-    touched: tuple[int | None, list[int]] | None = None  # (last_step, open alert ids)
+    team_id: int | None
+    inserted: int = 0
+    last_step: int | None = None
+    open_alert_ids: list[int] = field(default_factory=list)
 
 
 # The run's update: last_step only ever rises (safe with concurrent batches), the run is
@@ -130,7 +125,7 @@ _TOUCH_RUN = (
     "last_seen_at = :now, updated_at = :now, dirty = TRUE, "
     "dirty_since = CASE WHEN dirty_since IS NULL THEN :now ELSE dirty_since END, "
     "status = CASE WHEN status = 'stalled' THEN 'running' ELSE status END "
-    "WHERE id = :run RETURNING last_step, ({alerts}) AS alert_ids, "
+    "{source}WHERE id = :run RETURNING last_step, ({alerts}) AS alert_ids, "
     "(SELECT p.team_id FROM projects p WHERE p.id = runs.project_id) AS team_id"
 )
 _OPEN = ", ".join(f"'{state}'" for state in OPEN_STATES)
@@ -140,28 +135,6 @@ _OPEN_ALERT_IDS = {
     "sqlite": "SELECT group_concat(a.id) FROM (SELECT id FROM alerts "
     f"WHERE run_id = :run AND state IN ({_OPEN}) ORDER BY id) a",
 }
-
-
-def claim_run(session: Session, run_id: int, max_step: int, now: datetime) -> Claim | None:
-    """The run's team, or None if there is no such run; one statement either way.
-
-    Postgres: also takes the run's ingest lock, held until the transaction ends (the run's
-    update then goes with the points, in write_batch's one statement). SQLite, one writer at
-    a time, needs no lock: the run's update happens here and reports the team (a caller that
-    may not write into the run raises, and the transaction rolls back).
-    """
-    if is_postgres(session):
-        sql = ("SELECT p.team_id, pg_advisory_xact_lock(:ns, r.id) FROM runs r "
-               "JOIN projects p ON p.id = r.project_id WHERE r.id = :run")  # fmt: skip
-        row = session.execute(text(sql), {"ns": ADVISORY_LOCK_NAMESPACE, "run": run_id}).first()
-        return None if row is None else Claim(row[0])
-    sql = _TOUCH_RUN.format(alerts=_OPEN_ALERT_IDS["sqlite"])
-    params = {"run": run_id, "max_step": max_step, "now": now}
-    row = session.execute(_with_now(sql), params).first()
-    if row is None:
-        return None
-    ids = [int(i) for i in row[1].split(",")] if row[1] else []
-    return Claim(row[2], (row[0], ids))
 
 
 # A key's latest value moves only to a higher step (a replayed step is ignored in the series,
@@ -178,55 +151,72 @@ _UPSERT_LATEST = (
     + " WHERE excluded.last_step > run_metrics.last_step OR excluded.n_points > 0"
 )
 
-# Postgres: points, latest values and the run's update in one statement. Data-modifying CTEs
-# all run to completion whether or not the outer query reads them, on one snapshot; the
-# latest values read only the RETURNING rows of the points insert (how many each key really
-# gained), so first-write-wins holds as when they were separate statements.
+# Postgres: the run's ingest lock, its team, the points, the latest values and the run's update
+# in one statement (one round trip). ``claim`` calls a volatile function, so it is computed
+# once, before anything reads it; every write reads it (through ``allowed``), so the lock is
+# held before the first row is written, and a writer of another team writes nothing.
+# Data-modifying CTEs all run to completion on one snapshot, taken before the lock was
+# granted: the inserts still see a concurrent batch's committed rows as conflicts and the
+# updates apply to the newest row versions (READ COMMITTED), so first-write-wins holds and the
+# counts add up. The latest values read only the RETURNING rows of the points insert.
 _WRITE_BATCH_PG = (
-    "WITH new_points AS ("
-    f"INSERT INTO points ({_COLUMNS}) SELECT :run, * FROM unnest("
+    "WITH claim AS (SELECT p.team_id, pg_advisory_xact_lock(:ns, r.id) AS locked FROM runs r "
+    "JOIN projects p ON p.id = r.project_id WHERE r.id = :run"
+    "), allowed AS (SELECT 1 AS ok FROM claim "
+    "WHERE CAST(:team AS integer) IS NULL OR claim.team_id = CAST(:team AS integer)"
+    "), new_points AS ("
+    f"INSERT INTO points ({_COLUMNS}) SELECT :run, u.* FROM allowed, unnest("
     "CAST(:k AS integer[]), CAST(:s AS bigint[]), CAST(:v AS double precision[]), "
-    "CAST(:f AS smallint[]), CAST(:t AS double precision[])) ON CONFLICT DO NOTHING "
-    "RETURNING key_id"
+    "CAST(:f AS smallint[]), CAST(:t AS double precision[])) AS u(k, s, v, f, t) "
+    "ON CONFLICT DO NOTHING RETURNING key_id"
     "), gained AS (SELECT key_id, count(*) AS n FROM new_points GROUP BY key_id"
     "), latest AS ("
     "INSERT INTO run_metrics (run_id, key_id, last_step, last_value, last_flag, n_points) "
-    "SELECT :run, l.k, l.s, l.v, l.f, coalesce(g.n, 0) FROM unnest(CAST(:lk AS integer[]), "
-    "CAST(:ls AS bigint[]), CAST(:lv AS double precision[]), CAST(:lf AS smallint[])) "
-    "AS l(k, s, v, f) LEFT JOIN gained g ON g.key_id = l.k "
+    "SELECT :run, l.k, l.s, l.v, l.f, coalesce(g.n, 0) FROM allowed, unnest("
+    "CAST(:lk AS integer[]), CAST(:ls AS bigint[]), CAST(:lv AS double precision[]), "
+    "CAST(:lf AS smallint[])) AS l(k, s, v, f) LEFT JOIN gained g ON g.key_id = l.k "
     + _UPSERT_LATEST
     + "), touched AS ("
-    + _TOUCH_RUN.format(alerts=_OPEN_ALERT_IDS["postgresql"])
+    + _TOUCH_RUN.format(alerts=_OPEN_ALERT_IDS["postgresql"], source="FROM allowed ")
     + ") "
-    "SELECT (SELECT coalesce(sum(n), 0) FROM gained), touched.last_step, touched.alert_ids "
-    "FROM touched"
+    "SELECT claim.team_id, (SELECT coalesce(sum(n), 0) FROM gained), touched.last_step, "
+    "touched.alert_ids FROM claim LEFT JOIN touched ON TRUE"
 )
 
 
 def write_batch(
-    session: Session, run_id: int, claim: Claim, cols: PointColumns,
-    latest: dict[int, tuple[int, float | None, int]], now: datetime,
+    session: Session, run_id: int, cols: PointColumns,
+    latest: dict[int, tuple[int, float | None, int]], now: datetime, team: int | None,
 ) -> RunWrite:  # fmt: skip
-    """Store the points, move the latest values forward and (Postgres) touch the run.
+    """Store the batch in run ``run_id`` if it belongs to ``team`` (None: any team, an admin).
 
-    Postgres: one statement (a CTE). SQLite has no data-modifying CTEs: two statements
-    (points, latest values; the run was touched by claim_run), run in-process, no round trip.
+    Postgres: one statement (``_WRITE_BATCH_PG``). SQLite, one writer at a time, needs no lock
+    and has no data-modifying CTEs: the run's update (which reports its team), then the points
+    and the latest values, run in-process (no round trip).
     """
     if is_postgres(session):
         keys = sorted(latest)
         params = {
-            "run": run_id, "k": _ints(cols.key_ids), "s": _ints(cols.steps),
+            "run": run_id, "ns": ADVISORY_LOCK_NAMESPACE, "team": team,
+            "k": _ints(cols.key_ids), "s": _ints(cols.steps),
             "v": _floats(cols.values), "f": _ints(cols.flags), "t": _floats(cols.wall_times),
             "lk": _ints(keys), "ls": _ints([latest[k][0] for k in keys]),
             "lv": _floats([latest[k][1] for k in keys]), "lf": _ints([latest[k][2] for k in keys]),
             "max_step": max(cols.steps), "now": now,
         }  # fmt: skip
-        row = session.execute(_with_now(_WRITE_BATCH_PG), params).one()
-        return RunWrite(int(row[0]), row[1], list(row[2] or []))
-    assert claim.touched is not None, "claim_run touches the run on SQLite"
+        row = session.execute(_with_now(_WRITE_BATCH_PG), params).first()
+        if row is None:
+            return RunWrite(None)
+        return RunWrite(row[0], int(row[1]), row[2], list(row[3] or []))
+    sql = _TOUCH_RUN.format(alerts=_OPEN_ALERT_IDS["sqlite"], source="")
+    row = session.execute(_with_now(sql), {"run": run_id, "max_step": max(cols.steps),
+                                           "now": now}).first()  # fmt: skip
+    if row is None or (team is not None and row[2] != team):
+        return RunWrite(None if row is None else row[2])
     gained = _insert_points_sqlite(session, run_id, cols)
     _upsert_latest_sqlite(session, run_id, latest, gained)
-    return RunWrite(sum(gained.values()), *claim.touched)
+    ids = [int(i) for i in row[1].split(",")] if row[1] else []
+    return RunWrite(row[2], sum(gained.values()), row[0], ids)
 
 
 def _with_now(sql: str) -> Any:
