@@ -22,7 +22,7 @@ from grposcope.diagnostics.data import SuppliedMargin
 from grposcope.dynamics.continuum import CORRECTIONS, OPTIMIZERS, Hyper
 from grposcope.dynamics.edges import report
 from grposcope.dynamics.noise import Sampling
-from grposcope.dynamics.smoothing import smoothing_width, step_spacing
+from grposcope.dynamics.smoothing import increasing, smoothing_width, step_spacing
 from grposcope.errors import RunNotFound
 from grposcope.logfiles import guess_reward_key
 from grposcope.models import Run
@@ -83,7 +83,7 @@ def sampling_for(run: Run, steps: np.ndarray, spread: tuple[np.ndarray, np.ndarr
     steps, read off the series' own step spacing, so its mean is over that many batches."""
     if not run.batch_size or steps.size < 2 or spread is None:
         return None
-    spacing = max(1.0, step_spacing(np.unique(steps) if np.any(np.diff(steps) <= 0) else steps))
+    spacing = max(1.0, step_spacing(steps if increasing(steps) else np.unique(steps)))
     return Sampling(completions_per_step=float(run.batch_size) * spacing,
                     reward_std=spread)  # fmt: skip
 

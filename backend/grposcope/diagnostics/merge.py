@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from grposcope.diagnostics.types import Sub, Trace
-from grposcope.dynamics.smoothing import same_steps
+from grposcope.dynamics.smoothing import increasing, same_steps
 
 
 def merge(subs: list[Sub], instant_subs: tuple[Sub, ...] = ()) -> Trace:
@@ -38,7 +38,7 @@ def _union(step_arrays: list[np.ndarray]) -> np.ndarray:
     concatenation."""
     ordered = sorted(step_arrays, key=lambda a: -a.size)
     union = ordered[0]
-    if not _increasing(union):
+    if not increasing(union):
         union = np.unique(union)
     for a in ordered[1:]:
         if same_steps(a, union) or a.size == 0:
@@ -51,14 +51,10 @@ def _union(step_arrays: list[np.ndarray]) -> np.ndarray:
     return union
 
 
-def _increasing(a: np.ndarray) -> bool:
-    return bool(np.all(a[1:] > a[:-1]))
-
-
 def _on_grid(sub: Sub, grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """A sub-condition's level on the merged grid, and the sub index each value came from."""
     steps, level, _, point = sub
-    if same_steps(steps, grid) and _increasing(grid):
+    if same_steps(steps, grid) and increasing(grid):
         return level.copy(), np.arange(grid.size)
     idx = np.searchsorted(steps, grid, side="right") - 1
     src = np.clip(idx, 0, None)

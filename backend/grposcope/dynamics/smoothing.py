@@ -41,7 +41,7 @@ def prepare(steps: ArrayLike, values: ArrayLike) -> Series:
         raise ValueError("steps contains non-finite entries")
     ok = np.isfinite(v)
     s, v = s[ok], v[ok]
-    if s.size > 1 and not np.all(s[1:] > s[:-1]):  # logs are usually sorted already
+    if not increasing(s):  # logs are usually sorted already
         order = np.argsort(s, kind="stable")
         s, v = s[order], v[order]
     if s.size and np.any(np.diff(s) == 0):
@@ -81,6 +81,11 @@ def step_spacing(steps: Array) -> float:
     return float(np.median(d))
 
 
+def increasing(steps: Array) -> bool:
+    """Whether the steps are strictly increasing (sorted, no repeats), as a stored series'."""
+    return bool(np.all(steps[1:] > steps[:-1]))
+
+
 def same_steps(a: Array, b: Array) -> bool:
     """Whether two step arrays hold the same steps (the same array object, most often)."""
     return a is b or (a.dtype == b.dtype and a.shape == b.shape and bool(np.array_equal(a, b)))
@@ -91,7 +96,7 @@ def last_index_at(steps: Array, at: Array) -> np.ndarray:
     the first): ``searchsorted(steps, at, "right") − 1``. The rules mostly ask it of a series'
     own steps, where the answer is 0, 1, 2, …: a comparison instead of 100,000 binary searches
     (a 100,000-step refit asked it a dozen times)."""
-    if same_steps(steps, at) and bool(np.all(steps[1:] > steps[:-1])):
+    if same_steps(steps, at) and increasing(steps):
         return np.arange(at.size)
     return np.searchsorted(steps, at, side="right") - 1
 
