@@ -237,13 +237,13 @@ def _settings(weights: dict[str, dict[str, float]] | None = None,
 
 
 def _features(c: Case) -> np.ndarray:
-    """Each candidate's forecast minus the recent level (predict_window with a unit weight and
+    """Each candidate's forecast minus the anchor level (predict_window with a unit weight and
     no progress factor)."""
     out = []
     for name in CANDIDATES:
         unit = {k: float(k == name) for k in CANDIDATES}
         with _settings(dict.fromkeys(STAGES, unit), scale=(1.0,) * len(fc.PROGRESS_SCALE)):
-            out.append(fc.predict_window(c.fit, *c.window).mean - c.fit.recent_level)
+            out.append(fc.predict_window(c.fit, *c.window).mean - fc.anchor(c.fit)[1])
     return np.array(out)
 
 
@@ -265,7 +265,7 @@ class Table:
         prog = [fc.progress(c.fit) for c in all_cases]
         assert all(p is not None for p in prog), "the backtest passes every run's planned total"
         return cls(feats=np.array([_features(c) for c in all_cases]),
-                   base=np.array([c.fit.recent_level for c in all_cases]),
+                   base=np.array([fc.anchor(c.fit)[1] for c in all_cases]),
                    truth=np.array([c.truth for c in all_cases]),
                    sd=np.array([c.run.sd for c in all_cases]),
                    family=np.array([c.run.family for c in all_cases]),
@@ -274,7 +274,7 @@ class Table:
                    cut=np.array([c.cut for c in all_cases]))  # fmt: skip
 
     def errors(self, change: np.ndarray) -> np.ndarray:
-        """|recent level + change − truth| in run-σ; `change` is (cases,) or (cases, options)."""
+        """|anchor level + change − truth| in run-σ; `change` is (cases,) or (cases, options)."""
         if change.ndim == 1:
             return np.abs(self.base + change - self.truth) / self.sd
         return np.abs(self.base[:, None] + change - self.truth[:, None]) / self.sd[:, None]

@@ -80,15 +80,24 @@ def test_weights_follow_the_planned_progress() -> None:
     assert progress(fit_series(t[:150], y[:150], horizon=100.0)) is None
 
 
-def test_late_in_the_run_the_forecast_leans_on_persistence() -> None:
+def test_late_in_the_run_the_forecast_is_anchored_on_the_smoothed_level() -> None:
     t, y = _run(8, noise=0.02)
     unknown = fit_series(t[:120], y[:120])
     late = fit_series(t[:120], y[:120], horizon=150.0)  # progress 0.8: the last third
     a, b = predict_window(unknown, 130, 150), predict_window(late, 130, 150)
-    # still rising: both forecast above the recent level, the late one by its factor less
-    gap_unknown, gap_late = a.mean - unknown.recent_level, b.mean - late.recent_level
-    assert gap_unknown > 0
-    assert gap_late == pytest.approx(PROGRESS_SCALE[2] * gap_unknown, rel=1e-6)
+    assert (a.anchor, a.anchor_level) == ("recent_level", unknown.recent_level)
+    assert (b.anchor, b.anchor_level) == ("smoothed_level", late.smoothed_level)
+    assert b.to_json()["anchor"] == "smoothed_level"
+    # still rising: without a total the curves lift the forecast above the recent level
+    assert a.mean > unknown.recent_level
+    # mean = anchor + scale · Σ wᵢ (candidateᵢ − anchor), the candidates the same for both fits
+    # (the change candidates stay anchored on the recent level): from the unscaled forecast,
+    # Σ wᵢ candidateᵢ = a.mean − R + R·W
+    r, level, w = late.recent_level, late.smoothed_level, sum(dict(a.weights).values())
+    expected = level + PROGRESS_SCALE[2] * (a.mean - r + w * r - w * level)
+    assert b.mean == pytest.approx(expected, abs=1e-9)
+    if PROGRESS_SCALE[2] == 0:  # the shipped choice: the last third forecasts the smoothed level
+        assert b.mean == pytest.approx(level)
 
 
 def test_weak_fit_shrinks_to_recent_level() -> None:
@@ -242,3 +251,28 @@ def test_corpus_prefix_forecasts_beat_persistence_and_cover(real_logs) -> None:
     assert len(errors) > 150
     assert np.median(errors) < 0.95 * np.median(naive)
     assert 0.72 <= np.mean(hits) <= 0.88
+
+
+def test_smoothed_level_averages_a_flat_run_and_follows_a_jump() -> None:
+    from grposcope.dynamics.smoothing import smoothed_level
+
+    rng = np.random.default_rng(11)
+    # a level that wanders (a random walk) seen through noise: the smoothed level is closer to
+    # the true last level than the mean of the last 10 % of points; on a flat one no worse
+    for step_sd, bound in ((0.05, 0.8), (0.0, 1.0)):
+        smoothed, last_tenth = [], []
+        for _ in range(60):
+            truth = np.cumsum(rng.normal(0, step_sd, 300))
+            y = truth + rng.normal(0, 0.2, 300)
+            smoothed.append(abs(smoothed_level(y)[0] - truth[-1]))
+            last_tenth.append(abs(y[-30:].mean() - truth[-1]))
+        assert np.median(smoothed) < bound * np.median(last_tenth)
+    # a random walk seen with little noise: the level is (nearly) the last point
+    walk = np.cumsum(rng.normal(0, 1.0, 300)) + rng.normal(0, 0.01, 300)
+    level, alpha = smoothed_level(walk)
+    assert alpha > 0.8 and level == pytest.approx(walk[-1], abs=0.1)
+    # a jump 40 points ago: the level is at the new value, not between the two
+    y = np.r_[np.zeros(260), np.ones(40)] + rng.normal(0, 0.05, 300)
+    assert smoothed_level(y)[0] == pytest.approx(1.0, abs=0.05)
+    # too few points to choose α: their mean
+    assert smoothed_level(np.array([1.0, 3.0])) == (2.0, 1.0)

@@ -110,6 +110,10 @@ class Prediction:
     method: str = "mix"
     stage: str = "settled"  # rising | settled: which set of weights the mix used
     progress: float | None = None  # last step / planned last step; None: total unknown
+    # The level the mix is anchored on: "recent_level" (persistence), or "smoothed_level" in
+    # the last third of a planned run (fit_priors.ANCHOR_BY_THIRD); and its value.
+    anchor: str = "recent_level"
+    anchor_level: float = float("nan")
 
     def to_json(self) -> dict[str, Any]:
         return finite(
@@ -123,6 +127,8 @@ class Prediction:
                 "stage": self.stage,
                 "progress": self.progress,
                 "recent_level": self.recent_level,
+                "anchor": self.anchor,
+                "anchor_level": self.anchor_level,
                 "weights": dict(self.weights),
             }  # fmt: skip
         )
@@ -241,6 +247,10 @@ class FitResult:
     step_spacing: float = 1.0
     noise: NoiseSplit | None = None  # sampling vs dynamical split (fit_series(sampling=...))
     long_level: float = float("nan")  # mean of the last 30 % of points (the mix's long level)
+    # Exponentially smoothed level after the last point and its smoothing constant
+    # (`smoothing.smoothed_level`): the forecast's anchor in the last third of a planned run.
+    smoothed_level: float = float("nan")
+    smoothing_alpha: float = float("nan")
     bounds: tuple[float, float] | None = None  # known range of the metric (a 0/1 rate), or None
     total_steps: float | None = None  # the planned last step (fit_series' horizon), if known
     # Points of the cold fit (grid search) this fit's warm chain started from: n_points for a

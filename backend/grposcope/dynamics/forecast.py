@@ -1,9 +1,10 @@
 """Forecasts from a fit: the mean metric over a future window, the plateau's arrival, compute.
 
 A forecast is a combination of the curves grposcope knows, anchored on persistence (the mean
-of the last 10 % of points, the "recent level"):
+of the last 10 % of points, the "recent level"), or in the last third of a planned run on the
+exponentially smoothed level (`fit_priors.ANCHOR_BY_THIRD`):
 
-    mean = recent level + Σ wᵢ · (candidateᵢ − recent level)
+    mean = anchor + Σ wᵢ · (candidateᵢ − anchor)
 
 with the candidates of `fit_priors.MIX_WEIGHTS` (one set while the run still rises, one once it
 has settled; when the planned total is known, scaled by `PROGRESS_SCALE` for the third of the
@@ -15,7 +16,7 @@ weights were learned by leave-one-family-out backtesting on real runs (`bench/ba
 docs/dynamics-fit.md): persistence alone was hard to beat on runs nobody tuned on, and a bare
 fitted curve extrapolates its errors, so each curve only contributes a shrunk share.
 
-Its variance adds (a) the noise of the recent level and of the target window's mean, widened for
+Its variance adds (a) the noise of the anchor level and of the target window's mean, widened for
 autocorrelation, (b) the weighted parameter uncertainty of the oscillator's change (Laplace
 covariance, delta method), and (c) a model-error term growing linearly with the distance past
 the last step, KAPPA · series sd · distance / steps seen, calibrated by the same backtest. A
@@ -32,6 +33,7 @@ import numpy as np
 
 from grposcope.dynamics import fit_core as core
 from grposcope.dynamics.fit_priors import (
+    ANCHOR_BY_THIRD,
     CURVE_CANDIDATES,
     KAPPA,
     MIX_WEIGHTS,
@@ -46,7 +48,9 @@ from grposcope.dynamics.smoothing import variance_inflation
 _MAX_WINDOW_POINTS = 200
 _BAND_POINTS = 60
 
-__all__ = ["Band", "Prediction", "compute_budget", "forecast_band", "predict_window", "progress"]
+__all__ = [
+    "Band", "Prediction", "anchor", "compute_budget", "forecast_band", "predict_window", "progress",
+]  # fmt: skip
 
 
 def _require(result: FitResult) -> None:
@@ -107,11 +111,27 @@ def progress(result: FitResult) -> float | None:
     return max(0.0, last / total)
 
 
+def _third(result: FitResult) -> int | None:
+    """Index of the third of the planned run the last step lies in; None: total unknown."""
+    p = progress(result)
+    return None if p is None else bisect.bisect_right(PROGRESS_EDGES, p)
+
+
 def progress_scale(result: FitResult) -> float:
     """The factor on the stage's weights for the third of the planned run the fit has reached
     (1 when the total is unknown): late in a run the curves' extrapolation is worth less."""
-    p = progress(result)
-    return 1.0 if p is None else PROGRESS_SCALE[bisect.bisect_right(PROGRESS_EDGES, p)]
+    third = _third(result)
+    return 1.0 if third is None else PROGRESS_SCALE[third]
+
+
+def anchor(result: FitResult) -> tuple[str, float]:
+    """(name, value) of the level the mix is anchored on (`fit_priors.ANCHOR_BY_THIRD`):
+    persistence, or in the last third of a planned run the exponentially smoothed level."""
+    third = _third(result)
+    name = "recent_level" if third is None else ANCHOR_BY_THIRD[third]
+    if name == "smoothed_level" and math.isfinite(result.smoothed_level):
+        return name, result.smoothed_level
+    return "recent_level", result.recent_level
 
 
 def _weights(result: FitResult) -> dict[str, float]:
@@ -145,7 +165,7 @@ def _mix(result: FitResult, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
     recent = _recent_steps(result)
     nr = recent.size
     w = _weights(result)
-    level = result.recent_level
+    _, level = anchor(result)
     curve, cov = _curve_and_variance(result, np.concatenate([recent, steps]))
     d_osc = curve[nr:] - np.mean(curve[:nr])
     w_osc, w_curve = w.get("oscillator", 0.0), w.get("oscillator_curve", 0.0)
@@ -155,11 +175,14 @@ def _mix(result: FitResult, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
     else:
         var_osc = np.full(steps.size, 0.0 if w_osc == 0 else np.inf)
         var_curve = np.full(steps.size, 0.0 if w_curve == 0 else np.inf)
-    mean = level + w_osc * d_osc + w_curve * (curve[nr:] - level)
+    # The change candidates are the recent level plus the curve's change from the recent
+    # window, whatever the anchor (with the smoothed anchor, `recent − level` shifts them back).
+    shift = result.recent_level - level
+    mean = level + w_osc * (shift + d_osc) + w_curve * (curve[nr:] - level)
     w_exp, w_exp_curve = w.get("exponential", 0.0), w.get("exponential_curve", 0.0)
     if w_exp or w_exp_curve:
         exp_curve = _exponential(result, np.concatenate([recent, steps]))
-        mean = mean + w_exp * (exp_curve[nr:] - np.mean(exp_curve[:nr]))
+        mean = mean + w_exp * (shift + exp_curve[nr:] - np.mean(exp_curve[:nr]))
         mean = mean + w_exp_curve * (exp_curve[nr:] - level)
     if w.get("long_level", 0.0):
         mean = mean + w["long_level"] * (result.long_level - level)
@@ -167,8 +190,13 @@ def _mix(result: FitResult, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
     return mean, var, curve[nr:]
 
 
-def _recent_variance(result: FitResult) -> float:
+def _anchor_variance(result: FitResult) -> float:
+    """Variance of the anchor level from the noise: a mean of the last n_recent points, or an
+    exponential smoothing with constant α (α / (2 − α) of a point's)."""
     var = result.noise_sd**2 * variance_inflation(result.autocorrelation)
+    if anchor(result)[0] == "smoothed_level":
+        a = result.smoothing_alpha
+        return var * a / (2.0 - a)
     return var / max(result.n_recent, 1)
 
 
@@ -189,13 +217,14 @@ def predict_window(result: FitResult, start: float, end: float) -> Prediction:
     mean = float(np.mean(means))
     var_obs = result.noise_sd**2 * variance_inflation(result.autocorrelation) / n_window
     var_drift = _drift_sd(result, 0.5 * (start + end)) ** 2
-    var = _recent_variance(result) + var_obs + var_drift + float(np.mean(var_params))
+    var = _anchor_variance(result) + var_obs + var_drift + float(np.mean(var_params))
     half = Z80 * math.sqrt(var) if math.isfinite(var) else float("inf")
     lo, hi = _clip(result, mean - half, mean + half)
     weights = tuple(sorted(_weights(result).items()))
+    name, level = anchor(result)
     return Prediction(start, end, mean, float(lo), float(hi), float(np.mean(curve)),
                       result.recent_level, weights, stage=stage(result),
-                      progress=progress(result))  # fmt: skip
+                      progress=progress(result), anchor=name, anchor_level=level)  # fmt: skip
 
 
 def forecast_band(result: FitResult, horizon: float | None = None) -> Band:
@@ -228,7 +257,7 @@ def _anchored(
 ) -> tuple[np.ndarray, np.ndarray]:
     """``predict_window``'s mean and sd for one-step windows at `steps` (no per-step noise)."""
     mean, var_params, _ = _mix(result, steps)
-    return mean, np.sqrt(_recent_variance(result) + var_params + drift**2)
+    return mean, np.sqrt(_anchor_variance(result) + var_params + drift**2)
 
 
 def steps_to_plateau(result: FitResult) -> float | None:

@@ -94,6 +94,11 @@ class PredictionPart(_Part):
         default=None, description="rising | settled: the mix's set of weights"
     )
     recent_level: float | None = None
+    anchor: str | None = Field(
+        default=None,
+        description="recent_level | smoothed_level: the level the mix is anchored on",
+    )
+    anchor_level: float | None = None
     weights: dict[str, float | None] = Field(default_factory=dict)
     progress: float | None = Field(
         default=None, description="last step / planned last step; null: total unknown"
