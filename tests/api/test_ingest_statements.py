@@ -88,6 +88,40 @@ def test_open_alerts_come_back_with_the_batch(api):
     assert alerts[0]["evidence"] == {"x": 1} and alerts[0]["run_id"] == run_id
 
 
+def test_unchanged_open_alerts_cost_no_statement_and_a_change_is_seen_at_once(api):
+    """A run with open alerts: its batches cost what a run without any costs while the alerts
+    stay as they are (the write reports their version); any change to one (the worker's
+    update, an acknowledgement, a resolution) comes back with the next batch."""
+    run_id = _run(api)
+    assert _post(api, run_id, 1).status_code == 200
+    assert _post(api, run_id, 0).status_code == 200
+    factory, engine = api.client.app.state.session_factory, api.client.app.state.engine
+    with session_scope(factory) as session:
+        alert = Alert(run_id=run_id, kind="advantage_degeneracy", severity="warning",
+                      state="open", opened_step=1, message="first", evidence={"x": 1})  # fmt: skip
+        session.add(alert)
+        session.flush()
+        alert_id = alert.id
+    first = _post(api, run_id, 2).json()["open_alerts"]
+    assert [(a["id"], a["message"]) for a in first] == [(alert_id, "first")]
+    with statements(engine) as seen:
+        again = _post(api, run_id, 3).json()["open_alerts"]
+    assert again == first
+    assert len(seen) <= 3, "\n".join(s[:80] for s in seen)
+    if engine.dialect.name == "postgresql":
+        assert len(seen) == 1, "\n".join(s[:80] for s in seen)
+    for change, expected in (
+        ({"message": "second", "evidence": {"x": 2}}, [("second", "open", {"x": 2})]),
+        ({"state": "acknowledged"}, [("second", "acknowledged", {"x": 2})]),
+        ({"state": "resolved"}, []),
+    ):
+        with session_scope(factory) as session:  # as the worker or another API process would
+            session.execute(update(Alert).where(Alert.id == alert_id)
+                            .values(updated_at=utcnow(), **change))  # fmt: skip
+        alerts = _post(api, run_id, 4).json()["open_alerts"]
+        assert [(a["message"], a["state"], a["evidence"]) for a in alerts] == expected
+
+
 def test_a_refused_batch_changes_nothing(api):
     run_id = _run(api)
     assert _post(api, run_id, 1).status_code == 200

@@ -112,12 +112,15 @@ class RunWrite:
     inserted: int = 0
     last_step: int | None = None
     open_alert_ids: list[int] = field(default_factory=list)
+    # "id@updated_at,…" of the open alerts, by id: every change to an alert (opened, updated,
+    # acknowledged, resolved) moves its updated_at, so equal versions mean equal alerts.
+    open_alerts_version: str = ""
 
 
 # The run's update: last_step only ever rises (safe with concurrent batches), the run is
 # marked dirty for the fit worker, a stalled run is running again. RETURNING gives the new
-# last_step, the ids of the run's open alerts (a subquery on ix_alerts_run_kind_state) and
-# the run's team, so none of them needs a statement of its own.
+# last_step, the ids and versions of the run's open alerts (a subquery on
+# ix_alerts_run_kind_state) and the run's team, so none of them needs a statement of its own.
 _TOUCH_RUN = (
     "UPDATE runs SET "
     "last_step = CASE WHEN last_step IS NULL OR last_step < :max_step THEN :max_step "
@@ -130,11 +133,18 @@ _TOUCH_RUN = (
 )
 _OPEN = ", ".join(f"'{state}'" for state in OPEN_STATES)
 _OPEN_ALERT_IDS = {
-    "postgresql": "SELECT array_agg(a.id ORDER BY a.id) FROM alerts a "
-    f"WHERE a.run_id = :run AND a.state IN ({_OPEN})",
-    "sqlite": "SELECT group_concat(a.id) FROM (SELECT id FROM alerts "
+    "postgresql": "SELECT string_agg(CAST(a.id AS text) || '@' || CAST(a.updated_at AS text), "
+    f"',' ORDER BY a.id) FROM alerts a WHERE a.run_id = :run AND a.state IN ({_OPEN})",
+    "sqlite": "SELECT group_concat(a.v) FROM (SELECT id || '@' || updated_at AS v FROM alerts "
     f"WHERE run_id = :run AND state IN ({_OPEN}) ORDER BY id) a",
 }
+
+
+def _open_alerts(version: str | None) -> tuple[list[int], str]:
+    """(ids, version) from the open-alert subquery's "id@updated_at,…" (None: no open alert)."""
+    if not version:
+        return [], ""
+    return [int(item.split("@", 1)[0]) for item in version.split(",")], version
 
 
 # A key's latest value moves only to a higher step (a replayed step is ignored in the series,
@@ -207,7 +217,7 @@ def write_batch(
         row = session.execute(_with_now(_WRITE_BATCH_PG), params).first()
         if row is None:
             return RunWrite(None)
-        return RunWrite(row[0], int(row[1]), row[2], list(row[3] or []))
+        return RunWrite(row[0], int(row[1]), row[2], *_open_alerts(row[3]))
     sql = _TOUCH_RUN.format(alerts=_OPEN_ALERT_IDS["sqlite"], source="")
     row = session.execute(_with_now(sql), {"run": run_id, "max_step": max(cols.steps),
                                            "now": now}).first()  # fmt: skip
@@ -215,8 +225,7 @@ def write_batch(
         return RunWrite(None if row is None else row[2])
     gained = _insert_points_sqlite(session, run_id, cols)
     _upsert_latest_sqlite(session, run_id, latest, gained)
-    ids = [int(i) for i in row[1].split(",")] if row[1] else []
-    return RunWrite(row[2], sum(gained.values()), row[0], ids)
+    return RunWrite(row[2], sum(gained.values()), row[0], *_open_alerts(row[1]))
 
 
 def _with_now(sql: str) -> Any:

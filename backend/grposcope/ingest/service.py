@@ -6,11 +6,13 @@ The request path only writes points and marks the run dirty; fitting happens in 
 from __future__ import annotations
 
 import gzip
+import threading
 import time
 import zlib
 from math import isfinite
 from typing import Any
 
+from cachetools import LRUCache
 from pydantic import ValidationError
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -81,9 +83,10 @@ def ingest(session: Session, principal: Principal, run_id: int, batch: IngestBat
     """Store the batch. Duplicates of (run, key, step): the first write wins, in the series
     and in the latest value alike (docs/api.md, "Duplicates").
 
-    The hot path (a known token, known keys, a run without open alerts) is one statement on
-    Postgres (the run's ingest lock and team, the points, the latest values and the run's
-    update in one CTE) and three on SQLite (the run, the points, the latest values);
+    The hot path (a known token, known keys, a run whose open alerts did not change since
+    this process last answered it) is one statement on Postgres (the run's ingest lock and
+    team, the points, the latest values and the run's update in one CTE) and three on SQLite
+    (the run, the points, the latest values);
     docs/benchmarks.md, "Single-step ingest".
     """
     accounts.require_writer(principal)
@@ -105,17 +108,51 @@ def ingest(session: Session, principal: Principal, run_id: int, batch: IngestBat
         "inserted": written.inserted,
         "duplicates": len(cols) - written.inserted,
         "last_step": written.last_step,
-        "open_alerts": _alerts_out(session, written.open_alert_ids),
+        "open_alerts": _alerts_out(session, run_id, written),
     }
 
 
-def _alerts_out(session: Session, alert_ids: list[int]) -> list[dict[str, Any]]:
-    """The run's open alerts, for the trainer: their ids came back with the batch's write,
-    so a run without any costs nothing more."""
-    if not alert_ids:
+# A streaming run sends a batch every few seconds and gets its open alerts back each time; they
+# change only when the fit worker or a person changes them. So a process keeps each run's last
+# answer with the version the write statement reported ("id@updated_at,…" of the open
+# alerts), and reads the alerts again only when that version moved: a run with open alerts
+# costs no statement more than one without. Rides on the session factory's ``info``.
+OPEN_ALERTS_SESSION_KEY = "open_alerts"
+
+
+class OpenAlertsCache:
+    """Thread-safe LRU of run id → (open-alert version, the alerts as the response lists them)."""
+
+    def __init__(self, maxsize: int = 4096) -> None:
+        self._items: LRUCache[int, tuple[str, list[dict[str, Any]]]] = LRUCache(maxsize=maxsize)
+        self._lock = threading.Lock()
+
+    def get(self, run_id: int, version: str) -> list[dict[str, Any]] | None:
+        with self._lock:
+            hit = self._items.get(run_id)
+        return list(hit[1]) if hit is not None and hit[0] == version else None
+
+    def put(self, run_id: int, version: str, alerts: list[dict[str, Any]]) -> None:
+        with self._lock:
+            self._items[run_id] = (version, list(alerts))
+
+
+def _alerts_out(session: Session, run_id: int, written: repo.RunWrite) -> list[dict[str, Any]]:
+    """The run's open alerts, for the trainer: their ids and version came back with the
+    batch's write, so a run without any, or whose alerts did not change, costs nothing more.
+    Read after the write, the alerts are at least as new as the version they are kept under,
+    so a changed alert is read again at the next batch."""
+    if not written.open_alert_ids:
         return []
-    return [runs.alert_out(a) for a in session.scalars(
-        select(Alert).where(Alert.id.in_(alert_ids)).order_by(Alert.id))]  # fmt: skip
+    cache: OpenAlertsCache | None = session.info.get(OPEN_ALERTS_SESSION_KEY)
+    version = written.open_alerts_version
+    if cache is not None and (hit := cache.get(run_id, version)) is not None:
+        return hit
+    alerts = [runs.alert_out(a) for a in session.scalars(
+        select(Alert).where(Alert.id.in_(written.open_alert_ids)).order_by(Alert.id))]  # fmt: skip
+    if cache is not None:
+        cache.put(run_id, version, alerts)
+    return alerts
 
 
 def check_names(names: set[str]) -> None:
