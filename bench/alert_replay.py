@@ -9,7 +9,8 @@ is the one a live run would have seen. Reported: the collapsing / degrading runs
 and first critical of dynamical_instability, and the step where the collapse measure first
 exceeded its noise bar), the off-policy sweep (first precursor warning against the step where
 the reward had lost half its gain), every plateau_reached opening with the gain the run made
-after it (in run-σ), and alerts per 200 steps on the runs that did not fail.
+after it (in run-σ), alerts per 200 steps on the runs that did not fail, and every run's first
+warning and first critical (for a folder of runs this corpus does not label).
 
     python bench/alert_replay.py --lofo FOLDER...
 
@@ -237,7 +238,25 @@ def main() -> int:
         )
         for c in crit:
             print(f"  critical: {c}")
+    every_run(results)
     return 0
+
+
+def every_run(results: list[dict]) -> None:
+    """Every run's first warning and first critical of any kind, and the alerts it raised, so
+    a folder of runs this corpus does not list (no label: counted as healthy above) can be
+    read against what is known of them."""
+    print(
+        "\n### Every run\n\n| run | label | steps | first warning | first critical | alerts |"
+        "\n|---|---|---|---|---|---|"
+    )
+    for res in results:
+        run, eps = res["run"], res["episodes"]
+        warn = next((f"{e[1]} ({e[0]})" for e in eps if e[2] in ("warning", "critical")), None)
+        crit = next((f"{e[1]} ({e[0]})" for e in eps if e[2] == "critical"), None)
+        kinds = sorted({f"{e[0]}:{e[2]}" for e in eps})
+        print(f"| {run.name} | {label(run.name)} | {int(run.steps[0])}–{int(run.steps[-1])} | "
+              f"{warn} | {crit} | {', '.join(kinds)} |")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "backend"))
 
-from grposcope.logfiles import guess_reward_key, read_log  # noqa: E402
+from grposcope.logfiles import LogFormatError, guess_reward_key, read_log  # noqa: E402
 
 # Sources that share one recipe (and often one published table): held out together.
 _MERGED_SOURCES = {
@@ -70,12 +70,21 @@ def family_of(name: str) -> str:
     return _MERGED_SOURCES.get(owner, owner)
 
 
+LOG_SUFFIXES = (".csv", ".jsonl", ".json")
+
+
 def load_runs(folders: list[Path]) -> list[Run]:
-    """Every CSV in `folders` (not recursive) with a reward series of at least 20 points."""
+    """Every log (CSV, JSON lines, trainer_state.json) in `folders` (not recursive) with a
+    reward series of at least 20 points. A file that is not a readable log is skipped with a
+    line on stderr, so one odd file does not stop a backtest of a whole folder."""
     runs = []
     for folder in folders:
-        for path in sorted(folder.glob("*.csv")):
-            series = read_log(path)
+        for path in sorted(p for p in folder.iterdir() if p.suffix.lower() in LOG_SUFFIXES):
+            try:
+                series = read_log(path)
+            except (LogFormatError, OSError, UnicodeDecodeError) as exc:
+                print(f"skipped {path.name}: {exc}", file=sys.stderr)
+                continue
             key = guess_reward_key(list(series))
             if key is None:
                 continue

@@ -72,3 +72,20 @@ def test_sweep_precursors_come_before_half_the_gain_is_lost_and_never_on_healthy
             assert res["precursor"] < half, res["run"].name
         else:
             assert res["precursor"] is None, res["run"].name
+
+
+def test_a_folder_of_other_runs_loads_around_files_that_are_not_logs(tmp_path, capsys) -> None:
+    """The benches are run on folders of runs nobody here has seen: a file that is not a
+    readable log is skipped with a line on stderr, not a crash of the whole backtest."""
+    _, corpus = _bench()
+    rows = "\n".join(f"{s},{0.5 + 0.01 * s}" for s in range(1, 31))
+    (tmp_path / "newsource_run.csv").write_text("step,reward\n" + rows + "\n")
+    (tmp_path / "other_run.jsonl").write_text(
+        "\n".join(f'{{"step": {s}, "reward": {0.1 * (s % 3)}}}' for s in range(1, 26)) + "\n"
+    )
+    (tmp_path / "broken.csv").write_bytes(b"garbage\x00\x01")
+    (tmp_path / "SOURCES.md").write_text("# not a log\n")
+    runs = corpus.load_runs([tmp_path])
+    assert sorted(r.name for r in runs) == ["newsource_run", "other_run"]
+    assert {r.family for r in runs} == {"newsource", "other"}
+    assert "skipped broken.csv" in capsys.readouterr().err
