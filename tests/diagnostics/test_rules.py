@@ -454,6 +454,21 @@ def test_slow_degradation_warns_and_a_flat_noisy_run_does_not():
     assert quiet >= 9
 
 
+def test_a_slow_drift_after_a_flat_start_warns_whatever_the_noise_draw():
+    """Issue #12's case: a noisy run whose reward drifts down over 100 steps (0.6 → 0.4 under
+    per-step noise 0.1, after 50 flat steps). Over the last third of the points the slope is
+    only t ≈ −2; over the last half and the whole run it is clear, and every draw warns."""
+    s = np.arange(1, 151)
+    drift = 0.6 - np.where(s > 50, 0.2 * (s - 50) / 100, 0.0)
+    for seed in range(6):
+        y = drift + np.random.default_rng(seed).normal(0, 0.1, s.size)
+        out = evaluate("dynamical_instability", RunData({"reward": (s, y)}, "reward"),
+                       defaults("dynamical_instability"))  # fmt: skip
+        assert out.status == "firing" and out.severity == "warning", seed
+        window = out.episodes[0].evidence["degradation"]["window"]
+        assert out.episodes[0].opened_step < 150 and window[1] - window[0] >= 49
+
+
 def test_entropy_explosion_is_a_precursor_warning_before_the_reward_falls():
     s = np.arange(1, 41)
     reward = np.full(s.size, 0.3)
