@@ -45,6 +45,8 @@ _DRIFT_CHECKS = 400
 # t ≈ −2 over the last 50 of 150 points but t ≈ −4 over the last 75 (bench/alert_replay.py on
 # synthetic drifts: 3 of 6 warned with the third alone, 6 of 6 with all three; on the corpus's
 # runs that did not fail, warnings per 200 steps 0.47 → 0.52 and 0.16 → 0.18, no critical).
+# A longer window is judged only while every shorter one falls too: a reward rising over its
+# last third is not degrading now, and most refits of a long run then cost one slope, not three.
 _DRIFT_DIVISORS = (3, 2, 1)
 
 
@@ -216,19 +218,38 @@ def _drift(key: str, s: np.ndarray, v: np.ndarray, p: Params,
     checks = list(range(stride * -(-n_min // stride) - 1, v.size, stride))  # (i + 1) % stride == 0
     if not checks or checks[-1] != v.size - 1:
         checks.append(v.size - 1)
+    # Each check's verdict, by index (it reads points 0..i and, through the stride, whether i
+    # is on the grid, which holds at every later size too), so a refit judges its new checks.
+    done: dict[int, dict | None] = kept.setdefault(
+        ("drift", n_min, p["drift_sigmas"], p["drift_noise"]), {}
+    )
     for i in checks:
-        windows = sorted({min(i + 1, max(n_min, (i + 1) // d)) for d in _DRIFT_DIVISORS})
-        for n in windows:
-            fact = _drift_at(s, v, i, n, p, kept)
-            if fact is not None:
-                level[i] = 2
-                facts[i] = {"key": key, **fact}
-                break
+        if i not in done:
+            # The longer windows on the grid only (a long run pays for them once per `stride`
+            # new points): a drift slow enough to need them does not need a finer step.
+            on_grid = (i + 1) % stride == 0
+            done[i] = _drift_check(s, v, i, n_min, p, kept, on_grid)
+        fact = done[i]
+        if fact is not None:
+            level[i] = 2
+            facts[i] = {"key": key, **fact}
 
     def evidence(i: int) -> dict:
         return {"degradation": facts.get(i, {})}
 
     return s, level, evidence, False
+
+
+def _drift_check(s: np.ndarray, v: np.ndarray, i: int, n_min: int, p: Params, kept: dict,
+                 on_grid: bool) -> dict | None:  # fmt: skip
+    """The degradation's facts at index i over the first window that shows one (the last
+    third, then on the grid the last half and all the points), or None."""
+    divisors = _DRIFT_DIVISORS if on_grid else _DRIFT_DIVISORS[:1]
+    for n in sorted({min(i + 1, max(n_min, (i + 1) // d)) for d in divisors}):
+        fact = _drift_at(s, v, i, n, p, kept)
+        if fact is not None or kept[(i, n)][0] >= 0:  # a longer one only while these fall
+            return fact
+    return None
 
 
 def _drift_at(s: np.ndarray, v: np.ndarray, i: int, n: int, p: Params,
