@@ -214,7 +214,7 @@ def adaptation(all_cases: list[Case]) -> None:
               f"(persistence {np.median(naive):.3f})")  # fmt: skip
 
 
-STAGES = ("rising", "settled")
+STAGES = tuple(fit_priors.MIX_WEIGHTS)  # oscillator/exponential verdicts
 
 
 @contextmanager
@@ -269,7 +269,7 @@ class Table:
                    truth=np.array([c.truth for c in all_cases]),
                    sd=np.array([c.run.sd for c in all_cases]),
                    family=np.array([c.run.family for c in all_cases]),
-                   stage=np.array([fc.stage(c.fit) for c in all_cases]),
+                   stage=np.array([fc.mix_stage(c.fit) for c in all_cases]),
                    third=np.digitize(np.array(prog, dtype=float), fc.PROGRESS_EDGES, right=False),
                    cut=np.array([c.cut for c in all_cases]))  # fmt: skip
 
@@ -335,8 +335,8 @@ def _held_out(all_cases: list[Case], t: Table, combos: np.ndarray,
             with _settings(choice.weights, choice.scale, k):
                 for i in np.flatnonzero(held):
                     preds[mode][int(i)] = grposcope(all_cases[i], known)
-        print(f"  {fam}: rising {_w(choice.weights['rising'])}, settled "
-              f"{_w(choice.weights['settled'])}, thirds {choice.scale}, κ {kappas['grposcope']} "
+        stages = ", ".join(f"{st} {_w(choice.weights[st])}" for st in STAGES)
+        print(f"  {fam}: {stages}, thirds {choice.scale}, κ {kappas['grposcope']} "
               f"(no total: {kappas['no total']})")  # fmt: skip
     return {mode: [p[i] for i in range(len(all_cases))] for mode, p in preds.items()}
 
@@ -391,8 +391,8 @@ def learn(all_cases: list[Case]) -> None:
     errors = t.errors(t.feats @ combos.T)
     for b in range(len(fc.PROGRESS_EDGES) + 1):
         print(
-            f"third {b}: {int((t.third == b).sum())} forecasts "
-            f"({int((t.third == b)[t.stage == 'rising'].sum())} rising)"
+            f"third {b}: {int((t.third == b).sum())} forecasts: "
+            + ", ".join(f"{int(((t.third == b) & (t.stage == st)).sum())} {st}" for st in STAGES)
         )
     print("held-out choices per family (weights: " + "/".join(CANDIDATES) + "):")
     held = _held_out(all_cases, t, combos, errors)

@@ -51,12 +51,13 @@ def test_settled_forecast_is_the_smoothed_recent_level() -> None:
     fit = fit_series(t, y)
     pred = predict_window(fit, 320, 360)
     assert pred.method == "mix" and pred.stage == "settled"
-    assert dict(pred.weights) == MIX_WEIGHTS["settled"]
+    key = f"settled/{pred.exponential_stage}"
+    assert dict(pred.weights) == MIX_WEIGHTS[key]
     gap = fit.recent_level - pred.model_mean
     assert gap > 0.04  # the curve's plateau sits below the recent points
     # the curves add only their small predicted change; the long level (last 30 % of points,
     # a third of them lifted) pulls the forecast towards it by its weight
-    w_long = MIX_WEIGHTS["settled"]["long_level"]
+    w_long = MIX_WEIGHTS[key]["long_level"]
     expected = fit.recent_level + w_long * (fit.long_level - fit.recent_level)
     assert pred.mean == pytest.approx(expected, abs=0.03)
     assert pred.mean < fit.recent_level

@@ -69,18 +69,25 @@ KAPPA = 0.75
 # and more lag), the anchored changes the oscillator and the single exponential predict from
 # the recent window to the target, and the two curves' own values over the target (a fitted
 # curve is also a smoother of the level: early in a run the recent window is a few noisy
-# points, and these took the share the anchored changes had). One set of weights while the fit
-# says the run is still rising (its plateau start lies ahead), one once it has settled: while
-# rising the curves know where it is heading; once settled, averaging more of the past wins.
-# The weights were learned by leave-one-family-out backtesting on the 55 runs of
-# ../shared/data/real_logs (main, extra/ and wide/); the held-out families chose these or their
-# grid neighbours, and these are the pooled choice; `python bench/backtest.py --learn …` prints
-# both and the held-out scores (docs/dynamics-fit.md).
+# points, and these took the share the anchored changes had). One set of weights per pair of
+# verdicts on whether the run still rises, "oscillator/exponential" (forecast.mix_stage): the
+# oscillator's (its plateau start lies ahead) and the single exponential's (its 95 % point lies
+# ahead). Early in a run the two disagree most; which one says "rising" tells which candidates
+# to trust (both verdicts rather than the oscillator's alone: held out, the 20 % cut went from
+# 0.87 to 0.82 × persistence, every cut ≤ 0.85; docs/dynamics-fit.md). The weights were
+# learned by leave-one-family-out backtesting on the 56 runs of ../shared/data/real_logs
+# (main, extra/ and wide/); the held-out families chose these or their grid neighbours, and
+# these are the pooled choice; `python bench/backtest.py --learn …` prints both and the
+# held-out scores.
 MIX_WEIGHTS: dict[str, dict[str, float]] = {
-    "rising": {"long_level": 0.125, "oscillator": 0.0, "exponential": 0.0,
-               "oscillator_curve": 0.375, "exponential_curve": 0.25},
-    "settled": {"long_level": 0.375, "oscillator": 0.0, "exponential": 0.0,
-                "oscillator_curve": 0.125, "exponential_curve": 0.375},
+    "rising/rising": {"long_level": 0.0, "oscillator": 0.125, "exponential": 0.25,
+                      "oscillator_curve": 0.125, "exponential_curve": 0.0},
+    "rising/settled": {"long_level": 0.0, "oscillator": 0.0, "exponential": 0.0,
+                       "oscillator_curve": 0.0, "exponential_curve": 1.0},
+    "settled/rising": {"long_level": 0.625, "oscillator": 0.0, "exponential": 0.25,
+                       "oscillator_curve": 0.0, "exponential_curve": 0.0},
+    "settled/settled": {"long_level": 0.125, "oscillator": 0.25, "exponential": 0.0,
+                        "oscillator_curve": 0.0, "exponential_curve": 0.625},
 }  # fmt: skip
 # How far the run has come: progress = last step seen / planned last step (the trainer's
 # max_steps, `fit_series(horizon=...)`), when the run says. The stage's weights above are scaled

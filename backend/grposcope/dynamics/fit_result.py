@@ -114,6 +114,9 @@ class Prediction:
     # the last third of a planned run (fit_priors.ANCHOR_BY_THIRD); and its value.
     anchor: str = "recent_level"
     anchor_level: float = float("nan")
+    # The single exponential's verdict beside `stage` (the oscillator's): the weights are those
+    # of the pair (forecast.mix_stage).
+    exponential_stage: str = "settled"
 
     def to_json(self) -> dict[str, Any]:
         return finite(
@@ -125,6 +128,7 @@ class Prediction:
                 "hi": self.hi,
                 "method": self.method,
                 "stage": self.stage,
+                "exponential_stage": self.exponential_stage,
                 "progress": self.progress,
                 "recent_level": self.recent_level,
                 "anchor": self.anchor,

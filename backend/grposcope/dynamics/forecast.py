@@ -49,7 +49,8 @@ _MAX_WINDOW_POINTS = 200
 _BAND_POINTS = 60
 
 __all__ = [
-    "Band", "Prediction", "anchor", "compute_budget", "forecast_band", "predict_window", "progress",
+    "Band", "Prediction", "anchor", "compute_budget", "exponential_stage", "forecast_band",
+    "mix_stage", "predict_window", "progress",
 ]  # fmt: skip
 
 
@@ -103,6 +104,22 @@ def stage(result: FitResult) -> str:
     return "rising" if start is not None and last is not None and start > last else "settled"
 
 
+def exponential_stage(result: FitResult) -> str:
+    """The single exponential's verdict: 'rising' while the step where it has closed 95 % of
+    its gap (t0 + ln 20 / rate) lies ahead of the last step, else 'settled'."""
+    e, last = result.single_exponential, result.last_step
+    if e is None or last is None or not (e.rate > 0 and math.isfinite(e.rate)):
+        return "settled"
+    return "rising" if e.t0 + math.log(20.0) / e.rate > last else "settled"
+
+
+def mix_stage(result: FitResult) -> str:
+    """The key of the mix's weights: both fits' verdicts on whether the run still rises,
+    "oscillator/exponential" (`fit_priors.MIX_WEIGHTS`). Early in a run the two disagree
+    most, and which of them says it still rises tells which candidates to trust."""
+    return f"{stage(result)}/{exponential_stage(result)}"
+
+
 def progress(result: FitResult) -> float | None:
     """Last step seen / planned last step, or None when the planned total is not known."""
     total, last = result.total_steps, result.last_step
@@ -139,7 +156,7 @@ def _weights(result: FitResult) -> dict[str, float]:
     nothing."""
     ok = result.success and result.single_exponential is not None
     scale = progress_scale(result)
-    weights = {name: scale * w for name, w in MIX_WEIGHTS[stage(result)].items()}
+    weights = {name: scale * w for name, w in MIX_WEIGHTS[mix_stage(result)].items()}
     if not ok:
         for name in CURVE_CANDIDATES:
             weights[name] = 0.0
@@ -224,7 +241,8 @@ def predict_window(result: FitResult, start: float, end: float) -> Prediction:
     name, level = anchor(result)
     return Prediction(start, end, mean, float(lo), float(hi), float(np.mean(curve)),
                       result.recent_level, weights, stage=stage(result),
-                      progress=progress(result), anchor=name, anchor_level=level)  # fmt: skip
+                      progress=progress(result), anchor=name, anchor_level=level,
+                      exponential_stage=exponential_stage(result))  # fmt: skip
 
 
 def forecast_band(result: FitResult, horizon: float | None = None) -> Band:

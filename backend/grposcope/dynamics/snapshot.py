@@ -91,7 +91,12 @@ class PredictionPart(_Part):
     hi: float | None = None
     method: str | None = None
     stage: str | None = Field(
-        default=None, description="rising | settled: the mix's set of weights"
+        default=None, description="rising | settled: the oscillator's verdict"
+    )
+    exponential_stage: str | None = Field(
+        default=None,
+        description="rising | settled: the single exponential's verdict; the mix's weights "
+        "are those of the pair",
     )
     recent_level: float | None = None
     anchor: str | None = Field(
