@@ -277,3 +277,22 @@ def test_smoothed_level_averages_a_flat_run_and_follows_a_jump() -> None:
     assert smoothed_level(y)[0] == pytest.approx(1.0, abs=0.05)
     # too few points to choose α: their mean
     assert smoothed_level(np.array([1.0, 3.0])) == (2.0, 1.0)
+
+
+def test_the_weights_are_those_of_both_fits_verdicts() -> None:
+    """The exponential's verdict: 'rising' on a run still climbing at its last step, 'settled'
+    on one that has long been flat; the mix's weights are those of the (oscillator,
+    exponential) pair."""
+    from grposcope.dynamics.forecast import exponential_stage, mix_stage
+
+    t = np.arange(1, 201, dtype=float)
+    rng = np.random.default_rng(5)
+    climbing = fit_series(t[:60], (1 - np.exp(-t / 150) + rng.normal(0, 0.01, t.size))[:60])
+    flat = fit_series(t, 1 - np.exp(-t / 10) + rng.normal(0, 0.01, t.size))
+    assert exponential_stage(climbing) == "rising"
+    assert exponential_stage(flat) == "settled"
+    for fit in (climbing, flat):
+        pred = predict_window(fit, fit.last_step + 1, fit.last_step + 20)
+        assert pred.exponential_stage == exponential_stage(fit)
+        assert mix_stage(fit) == f"{pred.stage}/{pred.exponential_stage}"
+        assert dict(pred.weights) == MIX_WEIGHTS[mix_stage(fit)]
