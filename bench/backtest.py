@@ -16,8 +16,9 @@ forecast (`forecast.predict_window`) and the same forecast with the planned tota
 interval (Winkler) score at α = 0.2, (hi − lo) + (2/α)·(distance outside), in run-σ.
 
 `--learn` fits every cut once, then for each family, on the *other* families: picks the mix
-weights of each stage (rising: the fit's plateau start lies ahead; settled; grid, minimum mean
-|error|), the factor on them for each third of the planned run (`fit_priors.PROGRESS_EDGES`;
+weights of each stage (`forecast.mix_stage`: the oscillator's and the exponential's verdicts
+on whether the run still rises, "rising/settled" and so on; grid, minimum mean |error|), the
+factor on them for each third of the planned run (`fit_priors.PROGRESS_EDGES`;
 minimum mean |error|) and κ (the coverage closest to 80 %); it scores the held-out family with
 them, with and without the progress factors, and prints the held-out figures (error, coverage,
 interval score per cut, the worst family against persistence) and the pooled choice.
@@ -383,7 +384,7 @@ def _held_report(all_cases: list[Case], t: Table, held: dict[str, list[Pred]]) -
 
 
 def learn(all_cases: list[Case]) -> None:
-    """Mix weights per stage (rising | settled), their factor per third of the planned run and
+    """Mix weights per stage (the pair of verdicts), their factor per third of the planned run and
     κ, each family scored with what the other families chose."""
     combos = np.array([w for w in itertools.product(GRID, repeat=len(CANDIDATES))
                        if sum(w) <= 1.0 + 1e-9])  # fmt: skip
