@@ -203,8 +203,8 @@ def _flatline(key: str, s: np.ndarray, v: np.ndarray, p: Params,
 
 def _drift(key: str, s: np.ndarray, v: np.ndarray, p: Params,
            kept: dict | None = None) -> Sub | None:  # fmt: skip
-    """The degradation sub; ``kept`` holds the slopes of earlier evaluations by (index, window),
-    each a function of the points up to its index only (memo.py)."""
+    """The degradation sub; ``kept`` holds the verdicts of earlier evaluations by index, each
+    a function of the points up to its index only (memo.py)."""
     kept = {} if kept is None else kept
     n_min = int(p["drift_points"])
     if v.size < n_min:
@@ -213,7 +213,7 @@ def _drift(key: str, s: np.ndarray, v: np.ndarray, p: Params,
     facts: dict[int, dict] = {}
     # A long run is judged at ~_DRIFT_CHECKS points, on a grid fixed in the index (a power of
     # two apart, so it moves only when the run doubles) plus the last point: a grid counted back
-    # from the last point moved with every new point, and no slope of the memo was reused.
+    # from the last point moved with every new point, and no verdict of the memo was reused.
     stride = 1 << max(0, (v.size // _DRIFT_CHECKS).bit_length() - 1)
     checks = list(range(stride * -(-n_min // stride) - 1, v.size, stride))  # (i + 1) % stride == 0
     if not checks or checks[-1] != v.size - 1:
@@ -227,8 +227,7 @@ def _drift(key: str, s: np.ndarray, v: np.ndarray, p: Params,
         if i not in done:
             # The longer windows on the grid only (a long run pays for them once per `stride`
             # new points): a drift slow enough to need them does not need a finer step.
-            on_grid = (i + 1) % stride == 0
-            done[i] = _drift_check(s, v, i, n_min, p, kept, on_grid)
+            done[i] = _drift_check(s, v, i, n_min, p, on_grid=(i + 1) % stride == 0)
         fact = done[i]
         if fact is not None:
             level[i] = 2
@@ -240,37 +239,33 @@ def _drift(key: str, s: np.ndarray, v: np.ndarray, p: Params,
     return s, level, evidence, False
 
 
-def _drift_check(s: np.ndarray, v: np.ndarray, i: int, n_min: int, p: Params, kept: dict,
+def _drift_check(s: np.ndarray, v: np.ndarray, i: int, n_min: int, p: Params,
                  on_grid: bool) -> dict | None:  # fmt: skip
     """The degradation's facts at index i over the first window that shows one (the last
     third, then on the grid the last half and all the points), or None."""
     divisors = _DRIFT_DIVISORS if on_grid else _DRIFT_DIVISORS[:1]
     for n in sorted({min(i + 1, max(n_min, (i + 1) // d)) for d in divisors}):
-        fact = _drift_at(s, v, i, n, p, kept)
-        if fact is not None or kept[(i, n)][0] >= 0:  # a longer one only while these fall
+        slope, fact = _drift_at(s, v, i, n, p)
+        if fact is not None or slope >= 0:  # a longer window only while these fall
             return fact
     return None
 
 
-def _drift_at(s: np.ndarray, v: np.ndarray, i: int, n: int, p: Params,
-              kept: dict) -> dict | None:  # fmt: skip
-    """The degradation's facts for the n points up to index i, or None when their slope is
-    not a degradation (not negative beyond ``drift_sigmas`` s.e., or lost < ``drift_noise`` σ)."""
-    got = kept.get((i, n))
-    if got is None:
-        got = kept[(i, n)] = _slope(s[i - n + 1 : i + 1].astype(float), v[i - n + 1 : i + 1])
-    slope, se = got
+def _drift_at(s: np.ndarray, v: np.ndarray, i: int, n: int,
+              p: Params) -> tuple[float, dict | None]:  # fmt: skip
+    """(slope, facts) for the n points up to index i; facts None when the slope is not a
+    degradation (not negative beyond ``drift_sigmas`` s.e., or lost < ``drift_noise`` σ)."""
+    x, y = s[i - n + 1 : i + 1].astype(float), v[i - n + 1 : i + 1]
+    slope, se = _slope(x, y)
     if not (slope < 0 and -slope > p["drift_sigmas"] * se):
-        return None
-    sigma = kept.get(("sigma", i, n))
-    if sigma is None:  # the noise (two medians) only where the slope test passed
-        sigma = kept[("sigma", i, n)] = noise_sd(v[i - n + 1 : i + 1])
-    lost = -slope * float(s[i] - s[i - n + 1])
+        return slope, None
+    sigma = noise_sd(y)  # the noise (two medians) only where the slope test passed
+    lost = -slope * float(x[-1] - x[0])
     if lost < p["drift_noise"] * sigma:
-        return None
-    return {"slope_per_step": r(slope, 6), "slope_t": r(slope / se, 2),
-            "lost_over_window": r(lost), "noise_sd": r(sigma),
-            "window": [int(s[i - n + 1]), int(s[i])]}  # fmt: skip
+        return slope, None
+    return slope, {"slope_per_step": r(slope, 6), "slope_t": r(slope / se, 2),
+                   "lost_over_window": r(lost), "noise_sd": r(sigma),
+                   "window": [int(s[i - n + 1]), int(s[i])]}  # fmt: skip
 
 
 def _slope(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:

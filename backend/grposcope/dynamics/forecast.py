@@ -6,9 +6,10 @@ exponentially smoothed level (`fit_priors.ANCHOR_BY_THIRD`):
 
     mean = anchor + Σ wᵢ · (candidateᵢ − anchor)
 
-with the candidates of `fit_priors.MIX_WEIGHTS` (one set while the run still rises, one once it
-has settled; when the planned total is known, scaled by `PROGRESS_SCALE` for the third of the
-planned run the last step lies in): the long level (mean of the last 30 % of points), the
+with the candidates of `fit_priors.MIX_WEIGHTS` (one set per pair of verdicts, the oscillator's
+and the single exponential's, on whether the run still rises; when the planned total is known,
+scaled by `PROGRESS_SCALE` for the third of the planned run the last step lies in): the long
+level (mean of the last 30 % of points), the
 changes the fitted oscillator and single exponential predict from the recent window to the
 target window, and those two curves' own values over the target (a fitted curve smooths the
 level). The
@@ -171,7 +172,9 @@ def _exponential(result: FitResult, steps: np.ndarray) -> np.ndarray:
     return single_exponential(steps, e.p_star, e.p0, e.rate, e.t0)
 
 
-def _mix(result: FitResult, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _mix(
+    result: FitResult, steps: np.ndarray, level: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(mix mean, weighted parameter variance, oscillator curve) at each of `steps`.
 
     Each curve enters twice: its *change* from the recent window added to the recent level
@@ -182,7 +185,6 @@ def _mix(result: FitResult, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
     recent = _recent_steps(result)
     nr = recent.size
     w = _weights(result)
-    _, level = anchor(result)
     curve, cov = _curve_and_variance(result, np.concatenate([recent, steps]))
     d_osc = curve[nr:] - np.mean(curve[:nr])
     w_osc, w_curve = w.get("oscillator", 0.0), w.get("oscillator_curve", 0.0)
@@ -207,11 +209,11 @@ def _mix(result: FitResult, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
     return mean, var, curve[nr:]
 
 
-def _anchor_variance(result: FitResult) -> float:
-    """Variance of the anchor level from the noise: a mean of the last n_recent points, or an
-    exponential smoothing with constant α (α / (2 − α) of a point's)."""
+def _anchor_variance(result: FitResult, name: str) -> float:
+    """Variance of the anchor level `name` from the noise: a mean of the last n_recent points,
+    or an exponential smoothing with constant α (α / (2 − α) of a point's)."""
     var = result.noise_sd**2 * variance_inflation(result.autocorrelation)
-    if anchor(result)[0] == "smoothed_level":
+    if name == "smoothed_level":
         a = result.smoothing_alpha
         return var * a / (2.0 - a)
     return var / max(result.n_recent, 1)
@@ -230,15 +232,15 @@ def predict_window(result: FitResult, start: float, end: float) -> Prediction:
         raise ValueError(f"window must be finite with from <= to, got {start!r}:{end!r}")
     n_window = max(1.0, (end - start) / max(result.step_spacing, 1e-12) + 1.0)
     steps = np.linspace(start, end, int(min(n_window, _MAX_WINDOW_POINTS)))
-    means, var_params, curve = _mix(result, steps)
+    name, level = anchor(result)
+    means, var_params, curve = _mix(result, steps, level)
     mean = float(np.mean(means))
     var_obs = result.noise_sd**2 * variance_inflation(result.autocorrelation) / n_window
     var_drift = _drift_sd(result, 0.5 * (start + end)) ** 2
-    var = _anchor_variance(result) + var_obs + var_drift + float(np.mean(var_params))
+    var = _anchor_variance(result, name) + var_obs + var_drift + float(np.mean(var_params))
     half = Z80 * math.sqrt(var) if math.isfinite(var) else float("inf")
     lo, hi = _clip(result, mean - half, mean + half)
     weights = tuple(sorted(_weights(result).items()))
-    name, level = anchor(result)
     return Prediction(start, end, mean, float(lo), float(hi), float(np.mean(curve)),
                       result.recent_level, weights, stage=stage(result),
                       progress=progress(result), anchor=name, anchor_level=level,
@@ -274,8 +276,9 @@ def _anchored(
     result: FitResult, steps: np.ndarray, drift: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """``predict_window``'s mean and sd for one-step windows at `steps` (no per-step noise)."""
-    mean, var_params, _ = _mix(result, steps)
-    return mean, np.sqrt(_anchor_variance(result) + var_params + drift**2)
+    name, level = anchor(result)
+    mean, var_params, _ = _mix(result, steps, level)
+    return mean, np.sqrt(_anchor_variance(result, name) + var_params + drift**2)
 
 
 def steps_to_plateau(result: FitResult) -> float | None:
