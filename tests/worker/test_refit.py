@@ -90,17 +90,17 @@ def test_a_run_whose_processing_fails_is_retried_a_few_times(api):
     worker = worker_for(api)
     real, calls = worker.process, []
 
-    def failing_twice(run_id):
+    def failing_twice(run_id, behind=False):
         calls.append(run_id)
         if len(calls) <= 2:
             raise RuntimeError("database is locked")
-        real(run_id)
+        real(run_id, behind)
 
     worker.process = failing_twice
     drain(worker, rounds=10)
     assert len(calls) == 3 and _get(api, f"/runs/{run['id']}/fit").status_code == 200
 
-    def always(run_id):
+    def always(run_id, behind=False):
         calls.append(run_id)
         raise RuntimeError("broken for good")
 
@@ -240,6 +240,38 @@ def test_the_eval_fit_waits_for_its_series_to_grow_the_reward_fit_does_not(api):
     drain(worker)  # 6 % more than its last fit: now the eval too
     evals = _get(api, f"/runs/{run['id']}/fits", metric="eval_reward").json()["items"]
     assert [i["step"] for i in evals] == [100, 106]
+
+
+def test_while_the_workers_lag_the_eval_fit_waits_for_its_age_the_reward_fit_does_not(
+    api, monkeypatch
+):
+    from datetime import timedelta
+
+    from grposcope.fits import refit
+    from grposcope.models import utcnow
+
+    run = make_run(api, api.alpha)
+    steps, values = learning_curve(200)
+    send(api, api.alpha, run["id"], steps[:100], reward=values[:100], eval_reward=values[:100])
+    worker = worker_for(api)
+    drain(worker)
+    send(api, api.alpha, run["id"], steps[100:150], reward=values[100:150],
+         eval_reward=values[100:150])  # fmt: skip
+    # The claim sees how long the run waited since it turned dirty: here, a minute.
+    (claim,) = worker.claimer.claim(now=utcnow() + timedelta(seconds=60))
+    assert 59 < claim.waited_s < 70
+    claim.release()
+    worker.process(run["id"], behind=True)  # 50 % more points, but the workers lag
+    reward = _get(api, f"/runs/{run['id']}/fits").json()["items"]
+    evals = _get(api, f"/runs/{run['id']}/fits", metric="eval_reward").json()["items"]
+    assert [i["step"] for i in reward] == [100, 150]
+    assert [i["step"] for i in evals] == [100]
+    send(api, api.alpha, run["id"], steps[150:160], reward=values[150:160],
+         eval_reward=values[150:160])  # fmt: skip
+    monkeypatch.setattr(refit, "EVAL_MAX_AGE_BEHIND_S", 0.0)  # the eval fit is now old enough
+    worker.process(run["id"], behind=True)
+    evals = _get(api, f"/runs/{run['id']}/fits", metric="eval_reward").json()["items"]
+    assert [i["step"] for i in evals] == [100, 160]
 
 
 def test_scored_forecasts_know_the_planned_length_as_the_live_fits_did(api):

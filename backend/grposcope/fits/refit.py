@@ -12,6 +12,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
+from datetime import datetime, timezone
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -69,6 +70,12 @@ CONSTRAINED_GROWTH = 0.15
 # The eval series is refitted once it has this many more points, as a share of its last fit's
 # (a sparse eval, one point every 50 steps, still refits at each new point until it has 20).
 EVAL_GROWTH = 0.05
+# While the workers lag (`worker.loop.BEHIND_FACTOR`), the eval series is refitted only once
+# its last fit is this old: the reward's fit is what a live run is watched by and what fit
+# staleness measures, and the eval fit was ~25 % of a young run's refit (200 live runs on two
+# cores, docs/benchmarks.md). The rules read the eval series itself, never its fit, so no
+# alert waits for it.
+EVAL_MAX_AGE_BEHIND_S = 60.0
 
 
 # What the caller adds to a snapshot's payload, per metric, when the row is built (the worker's
@@ -84,10 +91,11 @@ def fit_keys(metric: str) -> list[str]:
 def fit_one(
     session: Session, run: Run, metric: str, cache: WarmCache | None, hyper: Any,
     force: bool = False, annotate: Annotate | None = None, loaded: Loaded | None = None,
-    min_growth: float = 0.0,
+    min_growth: float = 0.0, min_age_s: float = 0.0,
 ) -> FitSnapshot | None:  # fmt: skip
-    """Fit one series and add its snapshot; None when it is empty, has no new point, or has
-    grown by less than ``min_growth`` (a share of the points of its last fit).
+    """Fit one series and add its snapshot; None when it is empty, has no new point, has
+    grown by less than ``min_growth`` (a share of the points of its last fit) or its last fit
+    is younger than ``min_age_s``.
 
     The series, its logged spread and the logged learning rate come in one read (one version
     and one key-id query, not three of each: this runs for every refit), or from ``loaded``,
@@ -102,7 +110,13 @@ def fit_one(
     steps, values = got[metric]
     last = int(steps.max())
     previous = _previous(session, run.id, metric)
-    if not force and previous is not None and _too_little_new(previous, last, values, min_growth):
+    if (
+        not force
+        and previous is not None
+        and (
+            _too_little_new(previous, last, values, min_growth) or _too_recent(previous, min_age_s)
+        )
+    ):
         return None
     carried = _carry_constrained(previous, last, hyper, force)
     warm = _warm_start(cache.get(run.id, metric) if cache is not None else None, previous)
@@ -135,13 +149,14 @@ class _Previous(NamedTuple):
     oscillator: Any
     n_points: Any
     success: Any  # (SQLite reads a JSON true back as 1)
+    created_at: datetime
 
 
 def _previous(session: Session, run_id: int, metric: str) -> _Previous | None:
     payload = FitSnapshot.payload
     row = session.execute(
         select(FitSnapshot.step, payload["constrained"], payload["oscillator"],
-               payload["n_points"], payload["success"])
+               payload["n_points"], payload["success"], FitSnapshot.created_at)
         .where(FitSnapshot.run_id == run_id, FitSnapshot.metric == metric)
         .order_by(FitSnapshot.id.desc()).limit(1)
     ).first()  # fmt: skip
@@ -156,6 +171,15 @@ def _too_little_new(previous: _Previous, last: int, values: Any, min_growth: flo
     if min_growth <= 0 or not isinstance(previous.n_points, int):
         return False
     return bool(np.isfinite(values).sum() < (1.0 + min_growth) * previous.n_points)
+
+
+def _too_recent(previous: _Previous, min_age_s: float) -> bool:
+    if min_age_s <= 0:
+        return False
+    made = previous.created_at
+    if made.tzinfo is None:  # SQLite hands the time back naive (it is UTC)
+        made = made.replace(tzinfo=timezone.utc)
+    return (utcnow() - made).total_seconds() < min_age_s
 
 
 def _warm_start(
@@ -207,24 +231,28 @@ def snapshot_columns(snapshot: FitSnapshotModel) -> dict[str, Any]:
 
 def refit_run(session: Session, run: Run, keys: Iterable[str], cache: WarmCache | None,
               force: bool = False, annotate: Annotate | None = None,
-              loaded: Loaded | None = None) -> dict[str, FitSnapshot]:  # fmt: skip
+              loaded: Loaded | None = None,
+              behind: bool = False) -> dict[str, FitSnapshot]:  # fmt: skip
     """Refit the reward and the eval series; a fit that raises is logged and skipped.
 
     A series without a new point since its last snapshot is not refitted unless `force`
     (the final refit of a finished run); the eval series waits until it has grown by
-    ``EVAL_GROWTH``: the reward's fit is what a live run is watched by, and a few more points
-    barely move a fit, so under load the worker's time goes to the reward. Each snapshot is
-    written by one INSERT, its payload complete (``annotate`` adds the caller's entries
-    before the row is added)."""
+    ``EVAL_GROWTH``, and while the workers lag (``behind``) until its last fit is
+    ``EVAL_MAX_AGE_BEHIND_S`` old: the reward's fit is what a live run is watched by, and a
+    few more points barely move a fit, so under load the worker's time goes to the reward.
+    Each snapshot is written by one INSERT, its payload complete (``annotate`` adds the
+    caller's entries before the row is added)."""
     keys = list(keys)
     reward = pick_reward_key(keys)
     out: dict[str, FitSnapshot] = {}
     hyper = hyper_for(run)
-    for metric, h, growth in ((reward, hyper, 0.0), (eval_key(keys, reward), None, EVAL_GROWTH)):
+    eval_age = EVAL_MAX_AGE_BEHIND_S if behind else 0.0
+    plan = ((reward, hyper, 0.0, 0.0), (eval_key(keys, reward), None, EVAL_GROWTH, eval_age))
+    for metric, h, growth, age in plan:
         if metric is None:
             continue
         try:
-            snap = fit_one(session, run, metric, cache, h, force, annotate, loaded, growth)
+            snap = fit_one(session, run, metric, cache, h, force, annotate, loaded, growth, age)
         except Exception:  # noqa: BLE001 - one odd series must not stop the worker
             log.exception("run %s: fitting %r failed", run.id, metric)
             continue

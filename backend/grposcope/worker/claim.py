@@ -33,6 +33,7 @@ class Claim:
 
     run_id: int
     _release: Any = field(repr=False, default=None)
+    waited_s: float = 0.0  # from the run turning dirty to this claim: how far workers lag
 
     def release(self) -> None:
         if self._release is not None:
@@ -60,7 +61,7 @@ class Claimer:
     def _candidates_query(self, limit: int, cutoff: datetime):  # type: ignore[no-untyped-def]
         due = (Run.last_fit_at.is_(None)) | (Run.last_fit_at <= cutoff)
         return (
-            select(Run.id)
+            select(Run.id, Run.dirty_since)
             .where(Run.dirty.is_(True), due)
             .order_by(Run.dirty_since.asc(), Run.id.asc())
             .limit(limit)
@@ -69,13 +70,13 @@ class Claimer:
     def _claim_local(self, limit: int, now: datetime, cutoff: datetime) -> list[Claim]:
         claims: list[Claim] = []
         with self._lock, self.engine.begin() as conn:
-            ids = list(conn.scalars(self._candidates_query(limit + len(self._inflight), cutoff)))
-            for run_id in ids:
+            rows = conn.execute(self._candidates_query(limit + len(self._inflight), cutoff)).all()
+            for run_id, since in rows:
                 if run_id in self._inflight or len(claims) >= limit:
                     continue
                 if _clear_dirty(conn, run_id, now):
                     self._inflight.add(run_id)
-                    claims.append(Claim(run_id, self._local_release(run_id)))
+                    claims.append(Claim(run_id, self._local_release(run_id), _waited(since, now)))
         return claims
 
     def _local_release(self, run_id: int):  # type: ignore[no-untyped-def]
@@ -89,12 +90,13 @@ class Claimer:
         claims: list[Claim] = []
         with self.engine.begin() as conn:
             query = self._candidates_query(limit, cutoff).with_for_update(skip_locked=True)
-            for run_id in conn.scalars(query).all():
+            for run_id, since in conn.execute(query).all():
                 holder = self._advisory_lock(run_id)
                 if holder is None:
                     continue  # another worker is still fitting it
                 if _clear_dirty(conn, run_id, now):
-                    claims.append(Claim(run_id, _advisory_release(holder, run_id)))
+                    release = _advisory_release(holder, run_id)
+                    claims.append(Claim(run_id, release, _waited(since, now)))
                 else:
                     _advisory_release(holder, run_id)()
         return claims
@@ -126,6 +128,15 @@ def _advisory_release(conn: Connection, run_id: int):  # type: ignore[no-untyped
             conn.close()
 
     return release
+
+
+def _waited(since: datetime | None, now: datetime) -> float:
+    """Seconds from a run turning dirty to its claim (SQLite hands the time back naive)."""
+    if since is None:
+        return 0.0
+    if since.tzinfo is None and now.tzinfo is not None:
+        since = since.replace(tzinfo=now.tzinfo)
+    return max(0.0, (now - since).total_seconds())
 
 
 def _clear_dirty(conn: Connection, run_id: int, now: datetime) -> bool:

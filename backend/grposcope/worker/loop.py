@@ -34,6 +34,12 @@ from grposcope.worker.claim import Claimer
 
 log = logging.getLogger("grposcope.worker")
 
+# The workers lag when a claimed run turned dirty more than this many refit intervals ago,
+# and at least BEHIND_MIN_S (on time, a run is claimed within one interval of its last fit):
+# then the reward's fit goes first and the eval series waits (`refit_run`'s ``behind``).
+BEHIND_FACTOR = 2.0
+BEHIND_MIN_S = 5.0
+
 
 def worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident() % 100000}"
@@ -64,6 +70,7 @@ class FitWorker:
         self.factory = factory
         self.settings = settings
         self.claimer = Claimer(engine, settings.fit_interval_s)
+        self.behind_s = max(BEHIND_FACTOR * settings.fit_interval_s, BEHIND_MIN_S)
         self.cache = WarmCache()
         self.memos = RuleMemos()  # per-run rule results, so a refit computes its new indices
         self.batch = batch
@@ -104,7 +111,7 @@ class FitWorker:
         claims = self.claimer.claim(self.batch)
         for claim in claims:
             try:
-                self.process(claim.run_id)
+                self.process(claim.run_id, behind=claim.waited_s > self.behind_s)
                 self._failures.pop(claim.run_id, None)
             except Exception:  # noqa: BLE001 - a bad run must not stop the worker
                 log.exception("run %s: processing failed", claim.run_id)
@@ -132,7 +139,9 @@ class FitWorker:
             if not busy:
                 stop.wait(self.poll_s)
 
-    def process(self, run_id: int) -> None:
+    def process(self, run_id: int, behind: bool = False) -> None:
+        """Refit, diagnose and reconcile one run; ``behind``: the workers lag (the run waited
+        long after turning dirty), so its eval series waits (`refit_run`)."""
         with session_scope(self.factory) as session:
             run = session.get(Run, run_id)
             if run is None:
@@ -141,7 +150,7 @@ class FitWorker:
             finished = run.status in ("finished", "failed")
             annotate = self._annotator(session, run, pick_reward_key(loaded.keys), finished)
             snaps = refit_run(session, run, loaded.keys, self.cache, force=finished,
-                              annotate=annotate, loaded=loaded)  # fmt: skip
+                              annotate=annotate, loaded=loaded, behind=behind)  # fmt: skip
             self.fits_done += len(snaps)
             try:
                 with session.begin_nested():
