@@ -17,11 +17,15 @@ interval (Winkler) score at α = 0.2, (hi − lo) + (2/α)·(distance outside), 
 
 `--learn` fits every cut once, then for each family, on the *other* families: picks the mix
 weights of each stage (`forecast.mix_stage`: the oscillator's and the exponential's verdicts
-on whether the run still rises, "rising/settled" and so on; grid, minimum mean |error|), the
-factor on them for each third of the planned run (`fit_priors.PROGRESS_EDGES`;
-minimum mean |error|) and κ (the coverage closest to 80 %); it scores the held-out family with
-them, with and without the progress factors, and prints the held-out figures (error, coverage,
-interval score per cut, the worst family against persistence) and the pooled choice.
+on whether the run still rises, "rising/settled" and so on; grid, minimum trimmed mean |error|:
+the worst `TRIM` share of each option's errors left out), the factor on them for each third of
+the planned run (`fit_priors.PROGRESS_EDGES`; minimum mean |error| capped at `CAP` run-σ) and
+κ (the coverage closest to 80 %); it scores the held-out family with them, with and without the
+progress factors, and prints the held-out figures (error, coverage, interval score per cut, the
+worst family against persistence) and the pooled choice. The targets are medians: a plain mean
+|error| lets the few forecasts that miss by far (a run that jumps after the cut, which no
+candidate foresees) pick the weights; trimming or capping them makes the choice follow the
+bulk of the forecasts.
 """
 
 from __future__ import annotations
@@ -56,6 +60,8 @@ CANDIDATES = ("long_level", "oscillator", "exponential", "oscillator_curve", "ex
 GRID = (0.0, 0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 1.0)
 KAPPAS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0)
 SCALES = (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5)  # the factor per third of the run
+TRIM = 0.1  # share of each weight option's largest errors left out of its mean
+CAP = 1.0  # run-σ at which each factor option's errors are capped
 
 
 @dataclass
@@ -290,19 +296,37 @@ class Choice:
     kappa: float = 1.0
 
 
+def _trimmed_mean(errors: np.ndarray) -> np.ndarray:
+    """Per option (column), the mean of its errors without the largest `TRIM` share of them."""
+    n = errors.shape[0]
+    keep = n - int(TRIM * n)
+    return np.sort(errors, axis=0)[:keep].mean(axis=0)
+
+
+def _capped_mean(errors: np.ndarray) -> np.ndarray:
+    """Per option (column), the mean of its errors capped at `CAP` run-σ."""
+    return np.minimum(errors, CAP).mean(axis=0)
+
+
 def _choose(t: Table, combos: np.ndarray, errors: np.ndarray, train: np.ndarray) -> Choice:
-    """Per stage the weight combination, then per third of the run the factor on it, each with
-    the minimum mean |error| over the `train` cases."""
+    """Per stage the weight combination with the minimum trimmed mean |error|, then per third of
+    the run the factor on it with the minimum capped mean |error|, over the `train` cases.
+
+    The targets are medians. A weight combination is chosen among hundreds on a stage's few
+    dozen forecasts, where a plain mean follows the few that miss by far; a factor is chosen
+    among seven on a whole third, where trimming would drop the late runs that still move
+    and are the reason a factor stays small: capping keeps them as misses of bounded weight.
+    """
     weights = {}
     for st in STAGES:
-        j = int(np.argmin(errors[train & (t.stage == st)].mean(axis=0)))
+        j = int(np.argmin(_trimmed_mean(errors[train & (t.stage == st)])))
         weights[st] = dict(zip(CANDIDATES, combos[j].tolist(), strict=True))
     w = np.array([[weights[st][k] for k in CANDIDATES] for st in t.stage])
     scaled = t.errors((t.feats * w).sum(axis=1)[:, None] * np.array(SCALES)[None, :])
     scale = []
     for b in range(len(fc.PROGRESS_EDGES) + 1):
         m = train & (t.third == b)
-        scale.append(SCALES[int(np.argmin(scaled[m].mean(axis=0)))] if m.any() else 1.0)
+        scale.append(SCALES[int(np.argmin(_capped_mean(scaled[m])))] if m.any() else 1.0)
     return Choice(weights, tuple(scale))
 
 

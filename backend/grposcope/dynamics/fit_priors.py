@@ -76,18 +76,25 @@ KAPPA = 0.75
 # to trust (both verdicts rather than the oscillator's alone: held out, the 20 % cut went from
 # 0.87 to 0.82 × persistence, every cut ≤ 0.85; docs/dynamics-fit.md). The weights were
 # learned by leave-one-family-out backtesting on the 56 runs of ../shared/data/real_logs
-# (main, extra/ and wide/); the held-out families chose these or their grid neighbours, and
+# (main, extra/ and wide/); most held-out families chose these or their grid neighbours, and
 # these are the pooled choice; `python bench/backtest.py --learn …` prints both and the
-# held-out scores.
+# held-out scores. Each stage's weights minimise the trimmed mean |error| (the worst 10 % of
+# each option's errors left out; the factors below: errors capped at 1 run-σ), because the
+# targets are medians: with a plain mean (before: rising/rising 0 / 0.125 / 0.25 / 0.125 / 0,
+# settled/settled 0.125 / 0.25 / 0 / 0 / 0.625) held out 0.82 0.81 0.79 0.83 0.82 0.85 ×
+# persistence at the 20 … 70 % cuts, now 0.76 0.76 0.73 0.82 0.79 0.85 (pooled median 0.247 →
+# 0.242 run-σ, coverage 77 → 78 %, interval score 1.51 → 1.50); against the bare exponential
+# the 30 % cut now passes (0.326 vs 0.329) and the 20 % cut still misses (0.390 vs 0.388).
+# The learner was picked among about 90 variants by these held-out figures (docs/dynamics-fit.md).
 MIX_WEIGHTS: dict[str, dict[str, float]] = {
-    "rising/rising": {"long_level": 0.0, "oscillator": 0.125, "exponential": 0.25,
-                      "oscillator_curve": 0.125, "exponential_curve": 0.0},
+    "rising/rising": {"long_level": 0.0, "oscillator": 0.125, "exponential": 0.125,
+                      "oscillator_curve": 0.375, "exponential_curve": 0.0},
     "rising/settled": {"long_level": 0.0, "oscillator": 0.0, "exponential": 0.0,
                        "oscillator_curve": 0.0, "exponential_curve": 1.0},
     "settled/rising": {"long_level": 0.625, "oscillator": 0.0, "exponential": 0.25,
                        "oscillator_curve": 0.0, "exponential_curve": 0.0},
-    "settled/settled": {"long_level": 0.125, "oscillator": 0.25, "exponential": 0.0,
-                        "oscillator_curve": 0.0, "exponential_curve": 0.625},
+    "settled/settled": {"long_level": 0.0, "oscillator": 0.25, "exponential": 0.0,
+                        "oscillator_curve": 0.0, "exponential_curve": 0.75},
 }  # fmt: skip
 # How far the run has come: progress = last step seen / planned last step (the trainer's
 # max_steps, `fit_series(horizon=...)`), when the run says. The stage's weights above are scaled
