@@ -296,3 +296,25 @@ def test_the_weights_are_those_of_both_fits_verdicts() -> None:
         assert pred.exponential_stage == exponential_stage(fit)
         assert mix_stage(fit) == f"{pred.stage}/{pred.exponential_stage}"
         assert dict(pred.weights) == MIX_WEIGHTS[mix_stage(fit)]
+
+
+def test_a_failed_oscillator_fit_takes_out_only_its_own_candidates() -> None:
+    """Each curve is gated by its own fit: the exponential is fitted separately, so an
+    oscillator that did not converge must not drop the exponential's share of the mix."""
+    import dataclasses
+
+    t, y = _run(3, n=200)
+    fit = fit_series(t[:60], y[:60], horizon=200.0)
+    failed = dataclasses.replace(fit, success=False, status="not_converged")
+    weights = dict(predict_window(failed, 100, 140).weights)
+    scale = PROGRESS_SCALE[0]
+    key = f"{predict_window(fit, 100, 140).stage}/{predict_window(fit, 100, 140).exponential_stage}"
+    for name in ("oscillator", "oscillator_curve"):
+        assert weights[name] == 0.0
+    for name in ("exponential", "exponential_curve", "long_level"):
+        assert weights[name] == pytest.approx(scale * MIX_WEIGHTS[key][name])
+    assert any(weights[n] > 0 for n in ("exponential", "exponential_curve"))
+    broken = dataclasses.replace(failed, single_exponential=dataclasses.replace(
+        fit.single_exponential, rate=float("nan")))  # fmt: skip
+    assert all(dict(predict_window(broken, 100, 140).weights)[n] == 0.0
+               for n in ("exponential", "exponential_curve"))  # fmt: skip

@@ -35,9 +35,10 @@ import numpy as np
 from grposcope.dynamics import fit_core as core
 from grposcope.dynamics.fit_priors import (
     ANCHOR_BY_THIRD,
-    CURVE_CANDIDATES,
+    EXPONENTIAL_CANDIDATES,
     KAPPA,
     MIX_WEIGHTS,
+    OSCILLATOR_CANDIDATES,
     PROGRESS_EDGES,
     PROGRESS_SCALE,
     Z80,
@@ -154,16 +155,21 @@ def anchor(result: FitResult) -> tuple[str, float]:
 
 def _weights(result: FitResult) -> dict[str, float]:
     """The mix's weights for the run's stage and progress; a curve that did not converge adds
-    nothing."""
-    ok = result.success and result.single_exponential is not None
+    nothing (each curve is judged by its own fit)."""
     scale = progress_scale(result)
     weights = {name: scale * w for name, w in MIX_WEIGHTS[mix_stage(result)].items()}
-    if not ok:
-        for name in CURVE_CANDIDATES:
-            weights[name] = 0.0
+    gone = [*(() if result.success else OSCILLATOR_CANDIDATES),
+            *(() if _exponential_ok(result) else EXPONENTIAL_CANDIDATES)]  # fmt: skip
+    for name in gone:
+        weights[name] = 0.0
     if not math.isfinite(result.long_level):
         weights["long_level"] = 0.0
     return weights
+
+
+def _exponential_ok(result: FitResult) -> bool:
+    e = result.single_exponential
+    return e is not None and all(math.isfinite(v) for v in (e.p_star, e.p0, e.rate, e.t0))
 
 
 def _exponential(result: FitResult, steps: np.ndarray) -> np.ndarray:
