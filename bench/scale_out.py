@@ -11,7 +11,8 @@ server falls behind, batches grow instead of requests piling up). Measured:
   acknowledged to ``GET /runs/{id}/fit`` first showing a fit whose ``step`` includes it
   (resolution: the probe period). Batches before a run's first fit are not counted (the first
   fit waits for enough points, which is not staleness);
-- fits per second done by the workers.
+- fits per second done by the workers: all snapshots, and the reward's alone (one per refit
+  of a run: what staleness depends on).
 
     python bench/scale_out.py               # N=200, R=2, K=30, T=300 (about 7 minutes)
     python bench/scale_out.py --quick       # N=20, T=30
@@ -176,9 +177,9 @@ def run_bench(args: argparse.Namespace, work: Path) -> dict:
         token = migrate_and_token(db_url)
         env = {"GRPOSCOPE_FIT_INTERVAL_S": str(args.fit_interval)}
         api, base = start_api(db_url, work, workers=args.api_workers, env=env)
-        workers = [start_process(f"worker{i}", grposcope_cmd("worker", "--db", db_url,
-                                                             "--log-level", "warning"),
-                                 work, env) for i in range(args.fit_workers)]  # fmt: skip
+        cmd = grposcope_cmd("worker", "--db", db_url, "--log-level", "warning",
+                            "--threads", str(args.worker_threads))  # fmt: skip
+        workers = [start_process(f"worker{i}", cmd, work, env) for i in range(args.fit_workers)]
         try:
             return _drive(args, base, token, db_url, keys)
         finally:
@@ -217,10 +218,12 @@ def _drive(args, base, token, db_url, keys) -> dict:  # type: ignore[no-untyped-
     expected = args.runs * int(args.rate * args.duration) * len(keys)
     stored = count_rows(db_url, "SELECT count(*) FROM points")
     fits = count_rows(db_url, "SELECT count(*) FROM fit_snapshots")
+    reward_fits = count_rows(db_url, "SELECT count(*) FROM fit_snapshots WHERE metric = 'reward'")
     stale = staleness(probes, seen)
     return {
         "runs": args.runs, "rate": args.rate, "keys": len(keys), "duration_s": args.duration,
         "api_workers": args.api_workers, "fit_workers": args.fit_workers,
+        "worker_threads": args.worker_threads,
         "flush_s": args.flush_s, "fit_interval_s": args.fit_interval,
         "expected_points": expected, "stored_points": stored, "lost_points": expected - stored,
         "requests": tally.requests, "errors": tally.errors, "first_error": tally.first_error,
@@ -228,6 +231,7 @@ def _drive(args, base, token, db_url, keys) -> dict:  # type: ignore[no-untyped-
         "ingest_p50_ms": percentile(tally.latencies, 50) * 1e3,
         "ingest_p99_ms": percentile(tally.latencies, 99) * 1e3,
         "fits": fits, "fits_per_s": fits / settle,
+        "reward_fits": reward_fits, "reward_fits_per_s": reward_fits / settle,
         "staleness_n": len(stale), "staleness_p50_s": percentile(stale, 50),
         "staleness_p95_s": percentile(stale, 95),
         "probed_runs_with_fit": len(seen), "probe_runs": len(probes),
@@ -244,6 +248,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--flush-s", type=float, default=1.0, help="each run sends every X s (1)")
     p.add_argument("--api-workers", type=int, default=2, help="API processes (2)")
     p.add_argument("--fit-workers", type=int, default=2, help="fit worker processes (2)")
+    p.add_argument("--worker-threads", type=int, default=2,
+                   help="fit threads per worker process (2, the worker's default)")  # fmt: skip
     p.add_argument("--fit-interval", type=float, default=3.0, help="GRPOSCOPE_FIT_INTERVAL_S")
     p.add_argument("--clients", type=int, default=16, help="client threads (16)")
     p.add_argument("--probe-runs", type=int, default=10, help="runs polled for staleness (10)")
@@ -253,8 +259,10 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.quick:
         args.runs, args.duration = 20, 30.0
-    if min(args.runs, args.keys, args.clients, args.api_workers, args.fit_workers) < 1:
-        p.error("--runs, --keys, --clients, --api-workers and --fit-workers must be >= 1")
+    if min(args.runs, args.keys, args.clients, args.api_workers, args.fit_workers,
+           args.worker_threads) < 1:  # fmt: skip
+        p.error("--runs, --keys, --clients, --api-workers, --fit-workers and --worker-threads "
+                "must be >= 1")  # fmt: skip
     if args.rate <= 0 or args.duration <= 0 or args.flush_s <= 0:
         p.error("--rate, --duration and --flush-s must be > 0")
     args.clients = min(args.clients, args.runs)

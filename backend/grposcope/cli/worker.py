@@ -19,6 +19,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--interval", type=float, default=None,
         help="least seconds between two refits of one run (default: GRPOSCOPE_FIT_INTERVAL_S, 3)",
     )  # fmt: skip
+    p.add_argument(
+        "--threads", type=int, default=None,
+        help="fit threads sharing this worker's claims and caches (default 2: one computes "
+             "while another waits on the database)",
+    )  # fmt: skip
     p.add_argument("--no-webhooks", action="store_true", help="don't deliver webhooks here")
     p.add_argument("--log-level", default="info")
     p.set_defaults(handler=run)
@@ -33,9 +38,13 @@ def run(args: argparse.Namespace) -> int:
     from grposcope.config import Settings
     from grposcope.db import make_engine, make_session_factory
     from grposcope.metrics.cache import SESSION_KEY, SeriesCache
+    from grposcope.worker.embedded import FIT_THREADS
 
     if args.interval is not None and args.interval < 0:
         raise CliError(f"--interval must be >= 0, got {args.interval}")
+    n_threads = FIT_THREADS if args.threads is None else args.threads
+    if n_threads < 1:
+        raise CliError(f"--threads must be >= 1, got {args.threads}")
     overrides = {"database_url": args.db, "fit_interval_s": args.interval}
     settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(message)s")
@@ -49,9 +58,10 @@ def run(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    threads = _start(engine, factory, settings, stop, not args.no_webhooks)
-    print(f"grposcope worker on {engine.dialect.name}, refit interval "
-          f"{settings.fit_interval_s:g} s; Ctrl-C to stop", flush=True)  # fmt: skip
+    threads = _start(engine, factory, settings, stop, not args.no_webhooks, n_threads)
+    print(f"grposcope worker on {engine.dialect.name}, {n_threads} fit thread"
+          f"{'s' if n_threads > 1 else ''}, refit interval {settings.fit_interval_s:g} s; "
+          "Ctrl-C to stop", flush=True)  # fmt: skip
     while not stop.is_set():
         stop.wait(0.5)
     for thread in threads:
@@ -61,14 +71,17 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _start(engine, factory, settings, stop, webhooks: bool):  # type: ignore[no-untyped-def]
+def _start(engine, factory, settings, stop, webhooks: bool, n_threads: int):  # type: ignore[no-untyped-def]
+    """The fit threads share one FitWorker: one claimer (no run is fitted twice at once) and
+    one set of caches, as the API's embedded worker does (worker/embedded.py)."""
     import threading
 
     from grposcope.alerts.delivery import Deliverer
     from grposcope.worker.loop import FitWorker
 
     worker = FitWorker(engine, factory, settings)
-    threads = [threading.Thread(target=worker.serve, args=(stop,), name="fit")]
+    threads = [threading.Thread(target=worker.serve, args=(stop,), name=f"fit-{i}")
+               for i in range(n_threads)]  # fmt: skip
     if webhooks:
         deliverer = Deliverer(factory)
         threads.append(threading.Thread(target=deliverer.serve, args=(stop,), name="hooks"))
