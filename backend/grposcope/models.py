@@ -165,7 +165,11 @@ class FitSnapshot(Base):
     """Every refit, kept so the dashboard can show how the forecast evolved."""
 
     __tablename__ = "fit_snapshots"
-    __table_args__ = (Index("ix_fit_snapshots_run_metric_step", "run_id", "metric", "step"),)
+    __table_args__ = (
+        Index("ix_fit_snapshots_run_metric_step", "run_id", "metric", "step"),
+        # "The latest snapshot" is the highest id (migration 0006).
+        Index("ix_fit_snapshots_run_metric_id", "run_id", "metric", "id"),
+    )
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
     metric: Mapped[str] = mapped_column(String(300))
