@@ -59,17 +59,16 @@ def step_metrics(step: int, rng: np.random.Generator) -> dict[str, float]:
 def build(db_url: str, steps: int):  # type: ignore[no-untyped-def]
     from grposcope.accounts.service import authenticate, create_token
     from grposcope.config import Settings
-    from grposcope.db import make_engine, make_session_factory, migrate, session_scope
+    from grposcope.db import make_engine, migrate, session_scope
     from grposcope.ingest import service as ingest
     from grposcope.ingest.schemas import IngestBatch
-    from grposcope.metrics.cache import SESSION_KEY, SeriesCache
     from grposcope.runs.schemas import RunCreate
     from grposcope.runs.service import create_or_resume
-    from grposcope.worker.loop import FitWorker
+    from grposcope.worker.loop import FitWorker, worker_session_factory
 
     migrate(db_url)
     engine = make_engine(db_url)
-    factory = make_session_factory(engine, **{SESSION_KEY: SeriesCache()})
+    factory = worker_session_factory(engine)  # as `grposcope worker` makes them
     rng = np.random.default_rng(0)
     with session_scope(factory) as session:
         _, secret = create_token(session, "bench", "writer")

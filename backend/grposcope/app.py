@@ -29,10 +29,10 @@ from grposcope.db import make_engine, make_session_factory, migrate
 from grposcope.errors import GrposcopeError, MethodNotAllowed, RouteNotFound
 from grposcope.fits.endpoints import router as fits_router
 from grposcope.ingest.endpoints import router as ingest_router
-from grposcope.ingest.repository import KEY_CACHE_SESSION_KEY, KeyIdCache
 from grposcope.ingest.service import OPEN_ALERTS_SESSION_KEY, OpenAlertsCache
 from grposcope.metrics.cache import SESSION_KEY, SeriesCache
 from grposcope.metrics.endpoints import router as metrics_router
+from grposcope.metrics.keys import KEY_CACHE_SESSION_KEY, KeyIdCache
 from grposcope.runs.endpoints import router as runs_router
 from grposcope.threads import one_blas_thread
 
@@ -68,11 +68,12 @@ def create_app(settings: Settings | None = None, *, migrate_on_start: bool = Tru
     app.state.engine = make_engine(settings.database_url)
     # One series cache per app, shared by its request threads and its embedded worker.
     app.state.series_cache = SeriesCache()
-    # ... and one cache of metric key ids and one of runs' open alerts, which ingest reads
-    # from its session.
+    # ... one cache of metric key ids (ingest, series reads and the embedded worker) and one of
+    # runs' open alerts, which ingest reads from its session.
+    app.state.key_ids = KeyIdCache()
     app.state.session_factory = make_session_factory(
         app.state.engine,
-        **{SESSION_KEY: app.state.series_cache, KEY_CACHE_SESSION_KEY: KeyIdCache(),
+        **{SESSION_KEY: app.state.series_cache, KEY_CACHE_SESSION_KEY: app.state.key_ids,
            OPEN_ALERTS_SESSION_KEY: OpenAlertsCache()},
     )  # fmt: skip
     # One token cache per app: its request threads and its body guard share it.

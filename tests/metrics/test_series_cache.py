@@ -208,3 +208,34 @@ def test_each_app_has_its_own_cache(db_url):
     assert one.state.series_cache is not two.state.series_cache
     with one.state.session_factory() as session:
         assert session.info["series_cache"] is one.state.series_cache
+
+
+def test_series_reads_look_up_a_key_id_once_per_process(api):
+    """Key ids never change once given: once a process has looked a key up, a refit's or a
+    page's series read asks no key query for it; a name never logged is still looked up, and
+    still absent."""
+    from sqlalchemy import event
+
+    from grposcope.db import session_scope
+    from grposcope.metrics.repository import key_ids
+
+    run = make_run(api, api.alpha)
+    ingest(api, api.alpha, run["id"], steps_of(0, 5))
+    engine = api.client.app.state.engine
+    asked: list[str] = []
+
+    def count(conn, cursor, statement, *args):  # noqa: ANN001
+        if "metric_keys" in statement:
+            asked.append(statement)
+
+    event.listen(engine, "before_cursor_execute", count)
+    try:
+        with session_scope(api.client.app.state.session_factory) as session:
+            assert set(key_ids(session, ["reward"])) == {"reward"}  # looked up (or cached)
+            before = len(asked)
+            assert set(key_ids(session, ["reward"])) == {"reward"}
+            assert len(asked) == before  # known now: no query
+            assert key_ids(session, ["reward", "never_logged"]).keys() == {"reward"}
+            assert len(asked) == before + 1  # only the unknown name is asked for
+    finally:
+        event.remove(engine, "before_cursor_execute", count)

@@ -36,9 +36,9 @@ def run(args: argparse.Namespace) -> int:
 
     from grposcope.cli.common import CliError
     from grposcope.config import Settings
-    from grposcope.db import make_engine, make_session_factory
-    from grposcope.metrics.cache import SESSION_KEY, SeriesCache
+    from grposcope.db import make_engine
     from grposcope.worker.embedded import FIT_THREADS
+    from grposcope.worker.loop import worker_session_factory
 
     if args.interval is not None and args.interval < 0:
         raise CliError(f"--interval must be >= 0, got {args.interval}")
@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(message)s")
     engine = make_engine(settings.database_url)
     check_schema(engine)
-    factory = make_session_factory(engine, **{SESSION_KEY: SeriesCache()})
+    factory = worker_session_factory(engine)
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: object) -> None:

@@ -9,17 +9,16 @@ and each key's count of new rows is added to its ``run_metrics.n_points``."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from cachetools import LRUCache
 from sqlalchemy import bindparam, select, text
 from sqlalchemy.orm import Session
 
 from grposcope.db import UTCDateTime, dialect_insert
+from grposcope.metrics.keys import session_key_cache
 from grposcope.models import MetricKey
 from grposcope.runs.repository import OPEN_STATES
 
@@ -40,33 +39,10 @@ class PointColumns:
         return len(self.steps)
 
 
-# Metric key ids never change once a name has one (keys are never deleted or renamed), so a
-# process keeps them: after its first batch a run's keys cost no query. The cache rides on
-# the session factory's ``info`` (as the series cache does), one per process and database.
-KEY_CACHE_SESSION_KEY = "metric_key_ids"
-MAX_CACHED_KEYS = 100_000
-
-
-class KeyIdCache:
-    """Thread-safe LRU of metric name → id."""
-
-    def __init__(self, maxsize: int = MAX_CACHED_KEYS) -> None:
-        self._ids: LRUCache[str, int] = LRUCache(maxsize=maxsize)
-        self._lock = threading.Lock()
-
-    def get_many(self, names: Iterable[str]) -> dict[str, int]:
-        with self._lock:
-            return {n: i for n in names if (i := self._ids.get(n)) is not None}
-
-    def put_many(self, ids: dict[str, int]) -> None:
-        with self._lock:
-            self._ids.update(ids)
-
-
 def key_ids(session: Session, names: Iterable[str]) -> dict[str, int]:
     """Ids of the metric keys, creating the missing ones (safe under concurrent ingest)."""
     wanted = set(names)
-    cache: KeyIdCache | None = session.info.get(KEY_CACHE_SESSION_KEY)
+    cache = session_key_cache(session)
     found = cache.get_many(wanted) if cache is not None else {}
     if len(found) == len(wanted):
         return found

@@ -14,6 +14,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from grposcope.errors import RunNotFound
+from grposcope.metrics.keys import session_key_cache
 from grposcope.models import MetricKey, Run
 
 
@@ -45,8 +46,18 @@ EMPTY = Columns(np.empty(0, np.int64), np.empty(0), np.empty(0, np.int8))
 
 
 def key_ids(session: Session, names: list[str]) -> dict[str, int]:
-    rows = session.execute(select(MetricKey.name, MetricKey.id).where(MetricKey.name.in_(names)))
-    return dict(rows.tuples().all())
+    """Ids of the keys that exist (a name never logged has none), through the process's key
+    cache when the session has one (`metrics/keys.py`): a refit's dozen keys cost no query."""
+    cache = session_key_cache(session)
+    found = cache.get_many(names) if cache is not None else {}
+    unknown = [n for n in names if n not in found]
+    if not unknown:
+        return found
+    rows = session.execute(select(MetricKey.name, MetricKey.id).where(MetricKey.name.in_(unknown)))
+    fetched = dict(rows.tuples().all())
+    if cache is not None:
+        cache.put_many(fetched)
+    return found | fetched
 
 
 def run_version(session: Session, run_id: int) -> tuple[Any, Any]:

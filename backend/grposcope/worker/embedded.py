@@ -23,12 +23,16 @@ def start_embedded(app: Any) -> list[Callable[[], None]]:
         return []
     from grposcope.db import make_engine, make_session_factory
     from grposcope.metrics.cache import SESSION_KEY
+    from grposcope.metrics.keys import KEY_CACHE_SESSION_KEY
 
     # The worker gets its own connection pool: with 50 live runs the API's request threads can
     # hold every pooled connection at once, and a worker waiting for one stalls every refit.
     engine = make_engine(settings.database_url, pool_size=4)
-    # Its own pool, but the app's series cache: a refit's reads warm the dashboard's.
-    factory = make_session_factory(engine, **{SESSION_KEY: app.state.series_cache})
+    # Its own pool, but the app's series cache and key ids: a refit's reads warm the
+    # dashboard's.
+    factory = make_session_factory(
+        engine, **{SESSION_KEY: app.state.series_cache, KEY_CACHE_SESSION_KEY: app.state.key_ids}
+    )
     stops = start_threads(engine, factory, settings)
     return [*stops, engine.dispose]
 

@@ -200,6 +200,19 @@ class FitWorker:
             return n
 
 
+def worker_session_factory(engine: Engine) -> sessionmaker[Session]:
+    """Sessions for a standalone worker: with its own series cache and key-id cache, so a
+    refit reads only new tails and looks up no key it has seen (the API's embedded worker
+    shares the app's instead, `worker/embedded.py`)."""
+    from grposcope.db import make_session_factory
+    from grposcope.metrics.cache import SESSION_KEY, SeriesCache
+    from grposcope.metrics.keys import KEY_CACHE_SESSION_KEY, KeyIdCache
+
+    return make_session_factory(
+        engine, **{SESSION_KEY: SeriesCache(), KEY_CACHE_SESSION_KEY: KeyIdCache()}
+    )
+
+
 def read_once(session: Session, run: Run) -> Loaded:
     """Every series a refit reads (both fits' and the rules'), in one read: one version
     query, one key-id query and one statement for all the new tails (metrics/service.py)."""
