@@ -26,7 +26,7 @@ from sqlalchemy import (
     select,
 )
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, DisconnectionError
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
 
 # Constraint names must match between SQLite and Postgres, and between models and migrations.
@@ -55,7 +55,41 @@ def make_engine(url: str, *, pool_size: int = 10) -> Engine:
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
-    return create_engine(url, pool_size=pool_size, max_overflow=20, pool_pre_ping=True)
+    engine = create_engine(url, pool_size=pool_size, max_overflow=20)
+    _ping_when_idle(engine)
+    return engine
+
+
+# A pooled connection back in use within this many seconds is not pinged: on a busy server a
+# ping on every checkout (pool_pre_ping) was one of three round trips per ingest request (ping,
+# write, commit; 12 % of an API process's time under 200 live runs, docs/benchmarks.md), and a
+# connection used a moment ago is alive but for a database restart in that moment. Then the
+# first statement fails as a disconnect, SQLAlchemy invalidates the pool, the request answers
+# 503 and the client resends (the trainer plugin keeps the steps); an idle connection is
+# pinged as before.
+PING_IDLE_S = 10.0
+
+
+def _ping_when_idle(engine: Engine) -> None:
+    """pool_pre_ping for connections idle longer than PING_IDLE_S (SQLAlchemy's own ping; a
+    dead connection raises DisconnectionError, so the pool replaces it and tries again)."""
+
+    @event.listens_for(engine.pool, "checkin")
+    def _returned(_dbapi_connection, record) -> None:  # type: ignore[no-untyped-def]
+        if record is not None:
+            record.info["returned_at"] = time.monotonic()
+
+    @event.listens_for(engine.pool, "checkout")
+    def _ping(dbapi_connection, record, _proxy) -> None:  # type: ignore[no-untyped-def]
+        returned = record.info.get("returned_at")
+        if returned is None or time.monotonic() - returned < PING_IDLE_S:
+            return  # just opened, or in use a moment ago
+        try:
+            alive = engine.dialect.do_ping(dbapi_connection)
+        except Exception as exc:  # noqa: BLE001 - any failure means: not usable
+            raise DisconnectionError(f"pooled connection failed its ping: {exc}") from exc
+        if not alive:
+            raise DisconnectionError("pooled connection failed its ping")
 
 
 def create_private_sqlite_file(url: str) -> None:
