@@ -223,7 +223,9 @@ def read_once(session: Session, run: Run) -> Loaded:
     for metric in (reward, ev):
         if metric is not None:
             wanted.update(fit_keys(metric))
-    return Loaded(keys, load_many_arrays(session, run.id, sorted(wanted)))
+    # Only keys the run has logged: a name it never logged (an eval's `_std`) has no id to
+    # cache, so asking for it cost a key query every refit.
+    return Loaded(keys, load_many_arrays(session, run.id, sorted(wanted & set(keys))))
 
 
 def _smallest_stall_limit(session: Session, default: float) -> float:
