@@ -76,3 +76,31 @@ def test_the_memo_reads_only_new_snapshots_and_gives_the_same_fit_history(api):
             assert kept == fit_history(session, run["id"], "reward", None)
     assert len(kept) == FIT_HISTORY
     assert len(payload_reads) == 1  # the one new snapshot, not the whole history
+
+
+def test_a_refit_reads_no_snapshot_payload_back_for_its_rules(api):
+    """The reward snapshot a refit writes goes into the worker's memo as the rules read it
+    (`remember_fit`): the rules' fit history then reads ids only, no payload, and its
+    entries equal a fresh read's."""
+    from grposcope.alerts.diagnose import fit_history
+    from grposcope.db import session_scope
+
+    run = make_run(api, api.alpha)
+    steps, values = learning_curve(n=200)
+    worker = worker_for(api)
+    engine = api.client.app.state.engine
+    send(api, api.alpha, run["id"], steps[:100], reward=values[:100])
+    drain(worker)
+    for end in (120, 140):
+        send(api, api.alpha, run["id"], steps[end - 20 : end], reward=values[end - 20 : end])
+        with _statements(engine) as seen:
+            drain(worker)
+        full_reads = [
+            s for s in seen if s.startswith("select fit_snapshots.id, fit_snapshots.run_id")
+        ]
+        assert full_reads == []
+    memo = worker.memos.get(run["id"])
+    with session_scope(api.client.app.state.session_factory) as session:
+        assert fit_history(session, run["id"], "reward", memo) == fit_history(
+            session, run["id"], "reward", None
+        )

@@ -63,6 +63,14 @@ def fit_history(session: Session, run_id: int, reward: str,
     return [held[i] for i in ids]
 
 
+def remember_fit(memo: RuleMemo, snapshot: FitSnapshot | None) -> None:
+    """Put the reward snapshot a refit just wrote (flushed: it has its id) into the memo as
+    the rules read it, so `fit_history` finds the newest one without reading its payload
+    back from the database."""
+    if snapshot is not None:
+        memo.rows[("fit", snapshot.id)] = fit_point(snapshot)
+
+
 def load_many(session: Session, run_id: int, keys: list[str]) -> dict[str, Series]:
     """The whole series the rules read, through the series cache: a
     live run costs its new tail, not a re-read (6 × 100,000 points took 1.2 s a refit)."""

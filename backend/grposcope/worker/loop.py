@@ -17,7 +17,7 @@ from sqlalchemy import select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from grposcope.alerts.diagnose import diagnose, rules_config, stall_outcome
+from grposcope.alerts.diagnose import diagnose, remember_fit, rules_config, stall_outcome
 from grposcope.alerts.lifecycle import apply_outcomes
 from grposcope.config import Settings
 from grposcope.db import session_scope
@@ -148,13 +148,15 @@ class FitWorker:
                 return
             loaded = read_once(session, run)
             finished = run.status in ("finished", "failed")
-            annotate = self._annotator(session, run, pick_reward_key(loaded.keys), finished)
+            reward = pick_reward_key(loaded.keys)
+            annotate = self._annotator(session, run, reward, finished)
             snaps = refit_run(session, run, loaded.keys, self.cache, force=finished,
                               annotate=annotate, loaded=loaded, behind=behind)  # fmt: skip
             self.fits_done += len(snaps)
             try:
                 with session.begin_nested():
                     memo = self.memos.get(run.id)
+                    remember_fit(memo, snaps.get(reward) if reward else None)
                     outcomes = diagnose(session, run, self.settings.stall_after_s, memo=memo,
                                         loaded=loaded)  # fmt: skip
                     self.memos.put(run.id, memo)
