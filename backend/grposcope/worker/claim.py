@@ -102,12 +102,14 @@ class Claimer:
         return claims
 
     def _advisory_lock(self, run_id: int) -> Connection | None:
-        conn = self.engine.connect()
+        # Autocommit: the lock is session-level and outlives any transaction, so the
+        # connection holding it needs none (no BEGIN/COMMIT round trips, never idle in a
+        # transaction while the fit runs); the pool restores the isolation level on return.
+        conn = self.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
         try:
             got = conn.scalar(
                 text("SELECT pg_try_advisory_lock(:ns, :id)"), {"ns": LOCK_NAMESPACE, "id": run_id}
             )
-            conn.commit()  # the lock is session-level: it outlives this transaction
         except BaseException:
             conn.close()
             raise
@@ -123,7 +125,6 @@ def _advisory_release(conn: Connection, run_id: int):  # type: ignore[no-untyped
             conn.execute(
                 text("SELECT pg_advisory_unlock(:ns, :id)"), {"ns": LOCK_NAMESPACE, "id": run_id}
             )
-            conn.commit()
         finally:
             conn.close()
 
