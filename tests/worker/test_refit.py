@@ -222,24 +222,36 @@ def test_another_worker_continues_a_run_warm_from_its_stored_fit(api, monkeypatc
     assert grid_searches
 
 
-def test_the_eval_fit_waits_for_its_series_to_grow_the_reward_fit_does_not(api):
+def _fitted_steps(api, run_id: int, metric: str = "reward") -> list[int]:
+    """The steps of the run's snapshots of `metric`, oldest first."""
+    items = _get(api, f"/runs/{run_id}/fits", metric=metric).json()["items"]
+    return [i["step"] for i in items]
+
+
+def _eval_run(api):  # noqa: ANN202
+    """A run with reward and eval at every step, fitted once at step 100; returns it, its
+    worker and a sender of steps [a, b) of both series."""
     run = make_run(api, api.alpha)
     steps, values = learning_curve(200)
-    send(api, api.alpha, run["id"], steps[:100], reward=values[:100], eval_reward=values[:100])
+
+    def upto(a: int, b: int) -> None:
+        send(api, api.alpha, run["id"], steps[a:b], reward=values[a:b], eval_reward=values[a:b])
+
+    upto(0, 100)
     worker = worker_for(api)
     drain(worker)
-    send(api, api.alpha, run["id"], steps[100:103], reward=values[100:103],
-         eval_reward=values[100:103])  # fmt: skip
+    return run["id"], worker, upto
+
+
+def test_the_eval_fit_waits_for_its_series_to_grow_the_reward_fit_does_not(api):
+    run_id, worker, upto = _eval_run(api)
+    upto(100, 103)
     drain(worker)  # 3 % more points: the reward is refitted, the eval waits
-    reward = _get(api, f"/runs/{run['id']}/fits").json()["items"]
-    evals = _get(api, f"/runs/{run['id']}/fits", metric="eval_reward").json()["items"]
-    assert [i["step"] for i in reward] == [100, 103]
-    assert [i["step"] for i in evals] == [100]
-    send(api, api.alpha, run["id"], steps[103:106], reward=values[103:106],
-         eval_reward=values[103:106])  # fmt: skip
+    assert _fitted_steps(api, run_id) == [100, 103]
+    assert _fitted_steps(api, run_id, "eval_reward") == [100]
+    upto(103, 106)
     drain(worker)  # 6 % more than its last fit: now the eval too
-    evals = _get(api, f"/runs/{run['id']}/fits", metric="eval_reward").json()["items"]
-    assert [i["step"] for i in evals] == [100, 106]
+    assert _fitted_steps(api, run_id, "eval_reward") == [100, 106]
 
 
 def test_while_the_workers_lag_the_eval_fit_waits_for_its_age_the_reward_fit_does_not(
@@ -250,28 +262,19 @@ def test_while_the_workers_lag_the_eval_fit_waits_for_its_age_the_reward_fit_doe
     from grposcope.fits import refit
     from grposcope.models import utcnow
 
-    run = make_run(api, api.alpha)
-    steps, values = learning_curve(200)
-    send(api, api.alpha, run["id"], steps[:100], reward=values[:100], eval_reward=values[:100])
-    worker = worker_for(api)
-    drain(worker)
-    send(api, api.alpha, run["id"], steps[100:150], reward=values[100:150],
-         eval_reward=values[100:150])  # fmt: skip
+    run_id, worker, upto = _eval_run(api)
+    upto(100, 150)
     # The claim sees how long the run waited since it turned dirty: here, a minute.
     (claim,) = worker.claimer.claim(now=utcnow() + timedelta(seconds=60))
     assert 59 < claim.waited_s < 70
     claim.release()
-    worker.process(run["id"], behind=True)  # 50 % more points, but the workers lag
-    reward = _get(api, f"/runs/{run['id']}/fits").json()["items"]
-    evals = _get(api, f"/runs/{run['id']}/fits", metric="eval_reward").json()["items"]
-    assert [i["step"] for i in reward] == [100, 150]
-    assert [i["step"] for i in evals] == [100]
-    send(api, api.alpha, run["id"], steps[150:160], reward=values[150:160],
-         eval_reward=values[150:160])  # fmt: skip
+    worker.process(run_id, behind=True)  # 50 % more points, but the workers lag
+    assert _fitted_steps(api, run_id) == [100, 150]
+    assert _fitted_steps(api, run_id, "eval_reward") == [100]
+    upto(150, 160)
     monkeypatch.setattr(refit, "EVAL_MAX_AGE_BEHIND_S", 0.0)  # the eval fit is now old enough
-    worker.process(run["id"], behind=True)
-    evals = _get(api, f"/runs/{run['id']}/fits", metric="eval_reward").json()["items"]
-    assert [i["step"] for i in evals] == [100, 160]
+    worker.process(run_id, behind=True)
+    assert _fitted_steps(api, run_id, "eval_reward") == [100, 160]
 
 
 def test_scored_forecasts_know_the_planned_length_as_the_live_fits_did(api):

@@ -12,7 +12,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -174,12 +174,8 @@ def _too_little_new(previous: _Previous, last: int, values: Any, min_growth: flo
 
 
 def _too_recent(previous: _Previous, min_age_s: float) -> bool:
-    if min_age_s <= 0:
-        return False
-    made = previous.created_at
-    if made.tzinfo is None:  # SQLite hands the time back naive (it is UTC)
-        made = made.replace(tzinfo=timezone.utc)
-    return (utcnow() - made).total_seconds() < min_age_s
+    """The last fit is younger than ``min_age_s`` (UTCDateTime reads back aware UTC)."""
+    return min_age_s > 0 and (utcnow() - previous.created_at).total_seconds() < min_age_s
 
 
 def _warm_start(

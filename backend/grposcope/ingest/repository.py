@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, select, text
+from sqlalchemy import bindparam, text
 from sqlalchemy.orm import Session
 
 from grposcope.db import UTCDateTime, dialect_insert
-from grposcope.metrics.keys import session_key_cache
+from grposcope.metrics import repository as metrics_repo
 from grposcope.models import MetricKey
 from grposcope.runs.repository import OPEN_STATES
 
@@ -40,29 +40,18 @@ class PointColumns:
 
 
 def key_ids(session: Session, names: Iterable[str]) -> dict[str, int]:
-    """Ids of the metric keys, creating the missing ones (safe under concurrent ingest)."""
-    wanted = set(names)
-    cache = session_key_cache(session)
-    found = cache.get_many(wanted) if cache is not None else {}
-    if len(found) == len(wanted):
-        return found
-    unknown = wanted - found.keys()
-    fetched = _select_keys(session, unknown)
-    missing = unknown - fetched.keys()
+    """Ids of the metric keys, creating the missing ones (safe under concurrent ingest). Keys
+    that exist come through the process's key cache (`metrics.repository.key_ids`)."""
+    wanted = sorted(set(names))
+    found = metrics_repo.key_ids(session, wanted)
+    missing = [n for n in wanted if n not in found]
     if missing:
         insert = dialect_insert(session)(MetricKey).on_conflict_do_nothing()
-        session.execute(insert, [{"name": name} for name in sorted(missing)])
-        fetched.update(_select_keys(session, missing))
-    if cache is not None:
-        # Ids inserted here are not committed yet; if this transaction rolls back, another
-        # writer inserts the name again under a new id. Cache only ids that existed before.
-        cache.put_many({n: i for n, i in fetched.items() if n not in missing})
-    return found | fetched
-
-
-def _select_keys(session: Session, names: set[str]) -> dict[str, int]:
-    rows = session.execute(select(MetricKey.name, MetricKey.id).where(MetricKey.name.in_(names)))
-    return dict(rows.tuples().all())
+        session.execute(insert, [{"name": name} for name in missing])
+        # Not cached: ids inserted here are not committed yet; if this transaction rolls
+        # back, another writer inserts the name again under a new id.
+        found |= metrics_repo.select_key_ids(session, missing)
+    return found
 
 
 def is_postgres(session: Session) -> bool:

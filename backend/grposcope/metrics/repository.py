@@ -6,6 +6,7 @@ the dashboard's worst case, and building ORM rows for it cost more than the quer
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,11 +54,16 @@ def key_ids(session: Session, names: list[str]) -> dict[str, int]:
     unknown = [n for n in names if n not in found]
     if not unknown:
         return found
-    rows = session.execute(select(MetricKey.name, MetricKey.id).where(MetricKey.name.in_(unknown)))
-    fetched = dict(rows.tuples().all())
+    fetched = select_key_ids(session, unknown)
     if cache is not None:
         cache.put_many(fetched)
     return found | fetched
+
+
+def select_key_ids(session: Session, names: Iterable[str]) -> dict[str, int]:
+    """Ids of the keys that exist, read from the database (no cache)."""
+    rows = session.execute(select(MetricKey.name, MetricKey.id).where(MetricKey.name.in_(names)))
+    return dict(rows.tuples().all())
 
 
 def run_version(session: Session, run_id: int) -> tuple[Any, Any]:

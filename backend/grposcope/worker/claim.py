@@ -132,12 +132,8 @@ def _advisory_release(conn: Connection, run_id: int):  # type: ignore[no-untyped
 
 
 def _waited(since: datetime | None, now: datetime) -> float:
-    """Seconds from a run turning dirty to its claim (SQLite hands the time back naive)."""
-    if since is None:
-        return 0.0
-    if since.tzinfo is None and now.tzinfo is not None:
-        since = since.replace(tzinfo=now.tzinfo)
-    return max(0.0, (now - since).total_seconds())
+    """Seconds from a run turning dirty to its claim (UTCDateTime reads back aware UTC)."""
+    return 0.0 if since is None else max(0.0, (now - since).total_seconds())
 
 
 def _clear_dirty(conn: Connection, run_id: int, now: datetime) -> bool:
