@@ -121,7 +121,9 @@ def api_router() -> APIRouter:
     router = APIRouter()
     router.add_api_route("/health", health, methods=["GET"], tags=["health"],
                          response_model=Health)  # fmt: skip
-    for sub in (fits_router, alerts_router, accounts_router, runs_router, ingest_router,
+    # Ingest first: a request is matched against the routes in order, and a streaming
+    # trainer's batches are most of the traffic (no other route shares its path).
+    for sub in (ingest_router, fits_router, alerts_router, accounts_router, runs_router,
                 metrics_router):  # fmt: skip
         router.include_router(sub)
     return router

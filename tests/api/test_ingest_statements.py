@@ -177,3 +177,49 @@ def test_ingest_does_not_wait_for_the_runs_fit(api):
         fitting.commit()
     sender.join()
     assert done and replies == [200]
+
+
+@contextmanager
+def thread_hops(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """Names of the callables the app hands to worker threads (FastAPI runs a plain ``def``
+    endpoint or dependency there; the body guard its token lookup)."""
+    import anyio.to_thread
+
+    real = anyio.to_thread.run_sync
+    seen: list[str] = []
+
+    async def counting(func, *args, **kwargs):  # type: ignore[no-untyped-def]
+        seen.append(getattr(func, "__qualname__", repr(func)))
+        return await real(func, *args, **kwargs)
+
+    monkeypatch.setattr(anyio.to_thread, "run_sync", counting)
+    yield seen
+
+
+def test_a_cached_token_costs_no_thread_hop_and_no_session(api, monkeypatch):
+    """A streaming trainer's batch runs in one worker thread (its endpoint) and one
+    session: the token comes from the cache on the event loop, and no dependency opens a
+    session of its own (each hop cost about as much CPU as the batch's SQL). A GET that
+    needs no session of its own — the caller's identity — runs no thread at all."""
+    from sqlalchemy.orm import Session
+
+    run_id = _run(api)
+    assert _post(api, run_id, 1).status_code == 200  # token and keys cached from here on
+    opened: list[object] = []
+
+    def began(session, *_):  # type: ignore[no-untyped-def]
+        opened.append(session)
+
+    event.listen(Session, "after_begin", began)
+    try:
+        with thread_hops(monkeypatch) as hops:
+            assert _post(api, run_id, 2).status_code == 200
+            ingest_hops, ingest_sessions = list(hops), len(opened)
+            hops.clear()
+            me = api.client.get("/api/v1/me", headers=api.headers(api.alpha))
+    finally:
+        event.remove(Session, "after_begin", began)
+    assert len(ingest_hops) == 1, ingest_hops
+    assert ingest_sessions == 1
+    assert me.status_code == 200 and me.json()["team"] == "alpha"
+    assert hops == [], hops

@@ -62,8 +62,8 @@ class TokenCreated(TokenOut):
 
 
 @router.get("/me", response_model=Me)
-def me(principal: PrincipalDep) -> dict[str, Any]:
-    """Who the calling token is."""
+async def me(principal: PrincipalDep) -> dict[str, Any]:
+    """Who the calling token is (no I/O: served on the event loop)."""
     return {"team": principal.team, "role": principal.role, "name": principal.name}
 
 

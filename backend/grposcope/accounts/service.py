@@ -19,9 +19,7 @@ def authenticate(
 ) -> Principal:
     """Resolve a bearer token to a principal, or raise 401; a ``cache`` hit costs no query
     (grposcope.accounts.cache says how long a revoked token may outlive its revocation)."""
-    if not raw:
-        raise Unauthorized("missing token: send 'Authorization: Bearer <token>'")
-    token_hash = hash_token(raw)
+    token_hash = _token_hash(raw)
     if cache is not None and (known := cache.get(token_hash)) is not None:
         return known
     # the team comes in the same query: every request with a body authenticates before it
@@ -35,6 +33,21 @@ def authenticate(
     if cache is not None:
         cache.put(token_hash, principal)
     return principal
+
+
+def cached_principal(raw: str | None, cache: PrincipalCache | None) -> Principal | None:
+    """The token's principal if ``cache`` holds it, else None; raises 401 for no token.
+
+    No I/O: the request path calls it on the event loop, and goes to a worker thread (and the
+    database) only when it returns None."""
+    token_hash = _token_hash(raw)
+    return cache.get(token_hash) if cache is not None else None
+
+
+def _token_hash(raw: str | None) -> str:
+    if not raw:
+        raise Unauthorized("missing token: send 'Authorization: Bearer <token>'")
+    return hash_token(raw)
 
 
 def require_admin(principal: Principal) -> None:

@@ -7,6 +7,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
 
 from grposcope.accounts import service as accounts
 from grposcope.accounts.cache import PrincipalCache
@@ -20,7 +21,12 @@ TOKEN_COOKIE = "grposcope_token"
 PRINCIPAL_STATE = "grposcope_principal"
 
 
-def get_settings(request: Request) -> Settings:
+# The dependencies that do no I/O are ``async def``: FastAPI runs a plain ``def`` dependency
+# in a worker thread, and each such hop cost about as much CPU as a 1-step ingest's SQL
+# (docs/benchmarks.md, "Sixth pass").
+
+
+async def get_settings(request: Request) -> Settings:
     return request.app.state.settings
 
 
@@ -47,24 +53,40 @@ def bearer_token(request: Request) -> str | None:
     return request.cookies.get(TOKEN_COOKIE)
 
 
-def get_principal(request: Request, session: SessionDep) -> Principal:
+async def get_principal(request: Request) -> Principal:
+    """The caller: found by the body guard already, else from the token cache, else looked
+    up in a session of its own on a worker thread (only a cache miss touches the database)."""
     known = request.scope.get("state", {}).get(PRINCIPAL_STATE)
     if known is not None:
         return known
-    return accounts.authenticate(session, bearer_token(request), principal_cache(request))
+    token, cache = bearer_token(request), _principal_cache(request)
+    known = accounts.cached_principal(token, cache)
+    if known is not None:
+        return known
+    factory = request.app.state.session_factory
+
+    def lookup() -> Principal:
+        with session_scope(factory) as session:
+            return accounts.authenticate(session, token, cache)
+
+    return await run_in_threadpool(lookup)
 
 
-def principal_cache(request: Request) -> PrincipalCache | None:
+def _principal_cache(request: Request) -> PrincipalCache | None:
     """The app's token cache (grposcope.accounts.cache); None where an app has none."""
     return getattr(request.app.state, "principal_cache", None)
 
 
-def get_writer(principal: Annotated[Principal, Depends(get_principal)]) -> Principal:
+async def principal_cache(request: Request) -> PrincipalCache | None:
+    return _principal_cache(request)
+
+
+async def get_writer(principal: Annotated[Principal, Depends(get_principal)]) -> Principal:
     accounts.require_writer(principal)
     return principal
 
 
-def get_admin(principal: Annotated[Principal, Depends(get_principal)]) -> Principal:
+async def get_admin(principal: Annotated[Principal, Depends(get_principal)]) -> Principal:
     accounts.require_admin(principal)
     return principal
 

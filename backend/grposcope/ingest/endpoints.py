@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Request, Response
 
 from grposcope.api.deps import PrincipalDep, SettingsDep
 from grposcope.api.responses import inline_refs
@@ -36,11 +36,14 @@ async def raw_body(request: Request) -> bytes:
 def ingest(
     run_id: Int64, request: Request, body: Annotated[bytes, Depends(raw_body)],
     principal: PrincipalDep, settings: SettingsDep,
-) -> dict[str, Any]:  # fmt: skip
+) -> Response:  # fmt: skip
     """Store a batch of steps × keys; replays are ignored (idempotent per run, key, step)."""
     batch = service.parse_batch(body, request.headers.get("content-encoding"), settings)
     # Its own transaction, retried whole after a deadlock or serialization failure.
-    return run_transaction(
+    result = run_transaction(
         request.app.state.session_factory,
         lambda session: service.ingest(session, principal, run_id, batch),
     )
+    # Serialised here, in this worker thread: FastAPI validates a plain ``def`` endpoint's
+    # return value in a thread hop of its own, and the service already built the model.
+    return Response(result.model_dump_json(), media_type="application/json")

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
+from itertools import chain
 from typing import Any
 
 from sqlalchemy import bindparam, text
@@ -179,13 +180,12 @@ def write_batch(
             "lv": _floats([latest[k][1] for k in keys]), "lf": _ints([latest[k][2] for k in keys]),
             "max_step": max(cols.steps), "now": now,
         }  # fmt: skip
-        row = session.execute(_with_now(_WRITE_BATCH_PG), params).first()
+        row = session.execute(_WRITE_BATCH_PG_STMT, params).first()
         if row is None:
             return RunWrite(None)
         return RunWrite(row[0], int(row[1]), row[2], *_open_alerts(row[3]))
-    sql = _TOUCH_RUN.format(alerts=_OPEN_ALERT_IDS["sqlite"], source="")
-    row = session.execute(_with_now(sql), {"run": run_id, "max_step": max(cols.steps),
-                                           "now": now}).first()  # fmt: skip
+    row = session.execute(_TOUCH_RUN_SQLITE_STMT, {"run": run_id, "max_step": max(cols.steps),
+                                                    "now": now}).first()  # fmt: skip
     if row is None or (team is not None and row[2] != team):
         return RunWrite(None if row is None else row[2])
     gained = _insert_points_sqlite(session, run_id, cols)
@@ -198,27 +198,53 @@ def _with_now(sql: str) -> Any:
     return text(sql).bindparams(bindparam("now", type_=UTCDateTime()))
 
 
+# Built once: a text() made per call re-parsed its SQL and rebuilt its cache key each time.
+_WRITE_BATCH_PG_STMT = _with_now(_WRITE_BATCH_PG)
+_TOUCH_RUN_SQLITE_STMT = _with_now(_TOUCH_RUN.format(alerts=_OPEN_ALERT_IDS["sqlite"], source=""))
+
+
 # SQLite binds at most 32,766 parameters a statement; six a row.
 _SQLITE_ROWS_PER_INSERT = 5000
+_SQLITE_ROW = "(?, ?, ?, ?, ?, ?)"
+
+
+def _insert_rows_sqlite(session: Session, head: str, rows: list[tuple], tail: str) -> list[Any]:
+    """``head VALUES (…), (…) tail`` in chunks of multi-row VALUES with positional parameters
+    (no compile step, one call per chunk); returns the chunks' result rows (RETURNING)."""
+    conn = session.connection()
+    out: list[Any] = []
+    for at in range(0, len(rows), _SQLITE_ROWS_PER_INSERT):
+        chunk = rows[at : at + _SQLITE_ROWS_PER_INSERT]
+        sql = f"{head} VALUES {', '.join([_SQLITE_ROW] * len(chunk))} {tail}"
+        result = conn.exec_driver_sql(sql, tuple(chain.from_iterable(chunk)))
+        if result.returns_rows:
+            out.extend(result)
+    return out
 
 
 def _insert_points_sqlite(session: Session, run_id: int, cols: PointColumns) -> dict[int, int]:
     """Insert the batch's points; returns how many rows each key gained (a replayed step is
-    ignored, and RETURNING reports only the rows really inserted). Multi-row VALUES with
-    positional parameters: RETURNING needs one statement per chunk, not an executemany."""
+    ignored, and RETURNING reports only the rows really inserted: one statement per chunk,
+    not an executemany)."""
+    rows = list(zip([run_id] * len(cols), cols.key_ids, cols.steps, cols.values, cols.flags,
+                    cols.wall_times, strict=True))  # fmt: skip
     gained: dict[int, int] = {}
-    rows = list(zip(cols.key_ids, cols.steps, cols.values, cols.flags, cols.wall_times,
-                    strict=True))  # fmt: skip
-    conn = session.connection()
-    for at in range(0, len(rows), _SQLITE_ROWS_PER_INSERT):
-        chunk = rows[at : at + _SQLITE_ROWS_PER_INSERT]
-        values = ", ".join(["(?, ?, ?, ?, ?, ?)"] * len(chunk))
-        sql = (f"INSERT INTO points ({_COLUMNS}) VALUES {values} "
-               "ON CONFLICT DO NOTHING RETURNING key_id")  # fmt: skip
-        params = tuple(v for row in chunk for v in (run_id, *row))
-        for (key_id,) in conn.exec_driver_sql(sql, params):
-            gained[key_id] = gained.get(key_id, 0) + 1
+    for (key_id,) in _insert_rows_sqlite(session, f"INSERT INTO points ({_COLUMNS})", rows,
+                                         "ON CONFLICT DO NOTHING RETURNING key_id"):  # fmt: skip
+        gained[key_id] = gained.get(key_id, 0) + 1
     return gained
+
+
+def _upsert_latest_sqlite(
+    session: Session, run_id: int, latest: dict[int, tuple[int, float | None, int]],
+    gained: dict[int, int],
+) -> None:  # fmt: skip
+    """Move each key's latest value forward and add what it gained (``_UPSERT_LATEST``), in
+    multi-row statements like the points (an executemany of dicts through the ORM cost more
+    than the points' insert). Keys go in sorted order, the same in every transaction."""
+    rows = [(run_id, k, *latest[k], gained.get(k, 0)) for k in sorted(latest)]
+    _insert_rows_sqlite(session, "INSERT INTO run_metrics (run_id, key_id, last_step, "
+                        "last_value, last_flag, n_points)", rows, _UPSERT_LATEST)  # fmt: skip
 
 
 def _ints(values: list[int]) -> str:
@@ -230,24 +256,3 @@ def _floats(values: list[float | None]) -> str:
     """A Postgres array literal of finite floats or NULL (repr round-trips a float exactly;
     non-finite values never get here: they are stored as NULL plus a flag)."""
     return "{" + ",".join("NULL" if v is None else repr(v) for v in values) + "}"
-
-
-_UPSERT_LATEST_SQLITE = (
-    "INSERT INTO run_metrics (run_id, key_id, last_step, last_value, last_flag, n_points) "
-    "VALUES (:run, :key, :step, :value, :flag, :n) " + _UPSERT_LATEST
-)
-
-
-def _upsert_latest_sqlite(
-    session: Session, run_id: int, latest: dict[int, tuple[int, float | None, int]],
-    gained: dict[int, int],
-) -> None:  # fmt: skip
-    """Move each key's latest value forward and add what it gained (``_UPSERT_LATEST``).
-    Keys go in sorted order, the same in every transaction."""
-    session.execute(
-        text(_UPSERT_LATEST_SQLITE),
-        [
-            {"run": run_id, "key": k, "step": s, "value": v, "flag": f, "n": gained.get(k, 0)}
-            for k, (s, v, f) in sorted(latest.items())
-        ],
-    )

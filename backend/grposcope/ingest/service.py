@@ -23,7 +23,7 @@ from grposcope.api.types import has_nul
 from grposcope.config import Settings
 from grposcope.errors import BadRequest, InvalidInput, PayloadTooLarge
 from grposcope.ingest import repository as repo
-from grposcope.ingest.schemas import IngestBatch
+from grposcope.ingest.schemas import IngestBatch, IngestResult
 from grposcope.metrics.values import encode
 from grposcope.models import FLAG_FINITE, Alert, utcnow
 from grposcope.runs import service as runs
@@ -79,7 +79,7 @@ def validation_errors(exc: ValidationError) -> list[dict[str, Any]]:
     return [{"loc": list(e["loc"]), "msg": e["msg"]} for e in exc.errors(include_url=False)]
 
 
-def ingest(session: Session, principal: Principal, run_id: int, batch: IngestBatch) -> dict:
+def ingest(session: Session, principal: Principal, run_id: int, batch: IngestBatch) -> IngestResult:
     """Store the batch. Duplicates of (run, key, step): the first write wins, in the series
     and in the latest value alike (docs/api.md, "Duplicates").
 
@@ -103,13 +103,13 @@ def ingest(session: Session, principal: Principal, run_id: int, batch: IngestBat
     if written.team_id is None or (team is not None and written.team_id != team):
         runs.get_run_for_write(session, principal, run_id)  # raises with the right message
         raise AssertionError("unreachable: the run exists and the principal may write")
-    return {
-        "run_id": run_id,
-        "inserted": written.inserted,
-        "duplicates": len(cols) - written.inserted,
-        "last_step": written.last_step,
-        "open_alerts": _alerts_out(session, run_id, written),
-    }
+    return IngestResult(
+        run_id=run_id,
+        inserted=written.inserted,
+        duplicates=len(cols) - written.inserted,
+        last_step=written.last_step,
+        open_alerts=_alerts_out(session, run_id, written),
+    )
 
 
 # A streaming run sends a batch every few seconds and gets its open alerts back each time; they
