@@ -82,8 +82,10 @@ def step_metrics(run: SimRun, step: int, keys: list[str]) -> dict[str, float]:
 
 
 def produced(args: argparse.Namespace, t0: float, now: float) -> int:
-    """Steps a run has produced by ``now`` (step numbers start at 1)."""
-    if now - t0 >= args.duration:  # (t0 + T) - t0 may round below T
+    """Steps a run has produced by ``now`` (step numbers start at 1). Callers cap ``now`` at
+    ``t0 + T``, computed the same way here: (t0 + T) - t0 may round below T, which dropped
+    the last step of every run from the final drain (reported as 6,000 points lost)."""
+    if now >= t0 + args.duration:
         return int(args.rate * args.duration)
     return int((now - t0) * args.rate)
 
@@ -225,7 +227,8 @@ def _drive(args, base, token, db_url, keys) -> dict:  # type: ignore[no-untyped-
         "api_workers": args.api_workers, "fit_workers": args.fit_workers,
         "worker_threads": args.worker_threads,
         "flush_s": args.flush_s, "fit_interval_s": args.fit_interval,
-        "expected_points": expected, "stored_points": stored, "lost_points": expected - stored,
+        "expected_points": expected, "acknowledged_points": tally.values,
+        "stored_points": stored, "lost_points": expected - stored,
         "requests": tally.requests, "errors": tally.errors, "first_error": tally.first_error,
         "requests_per_s": tally.requests / streaming_s, "values_per_s": tally.values / streaming_s,
         "ingest_p50_ms": percentile(tally.latencies, 50) * 1e3,

@@ -78,6 +78,15 @@ EVAL_GROWTH = 0.05
 EVAL_MAX_AGE_BEHIND_S = 60.0
 
 
+class SeriesPlan(NamedTuple):
+    """What a refit asks of one series (`refit_run` makes one for the reward, one for eval)."""
+
+    metric: str
+    hyper: Any  # the run's hyperparameters for the constrained fit, or None
+    min_growth: float = 0.0  # refit only with this share more points than the last fit had
+    min_age_s: float = 0.0  # ... and only once the last fit is this old
+
+
 # What the caller adds to a snapshot's payload, per metric, when the row is built (the worker's
 # stamp, a finished run's scored forecasts): in the INSERT, not in an UPDATE after it.
 Annotate = Callable[[str], dict[str, Any]]
@@ -89,19 +98,19 @@ def fit_keys(metric: str) -> list[str]:
 
 
 def fit_one(
-    session: Session, run: Run, metric: str, cache: WarmCache | None, hyper: Any,
+    session: Session, run: Run, plan: SeriesPlan, cache: WarmCache | None,
     force: bool = False, annotate: Annotate | None = None, loaded: Loaded | None = None,
-    min_growth: float = 0.0, min_age_s: float = 0.0,
 ) -> FitSnapshot | None:  # fmt: skip
     """Fit one series and add its snapshot; None when it is empty, has no new point, has
-    grown by less than ``min_growth`` (a share of the points of its last fit) or its last fit
-    is younger than ``min_age_s``.
+    grown by less than the plan's ``min_growth`` (a share of the points of its last fit) or
+    its last fit is younger than its ``min_age_s``.
 
     The series, its logged spread and the logged learning rate come in one read (one version
     and one key-id query, not three of each: this runs for every refit), or from ``loaded``,
     what the worker read once for the whole refit. The snapshot is built
     once from the fit (`FitSnapshotModel.from_result`); a recent constrained section is carried
     forward as it was stored, never recomputed."""
+    metric, hyper = plan.metric, plan.hyper
     wanted = fit_keys(metric)
     got = loaded.subset(wanted) if loaded is not None else load_many_arrays(session, run.id, wanted)
     _, spread_key, lr_key = wanted
@@ -114,7 +123,8 @@ def fit_one(
         not force
         and previous is not None
         and (
-            _too_little_new(previous, last, values, min_growth) or _too_recent(previous, min_age_s)
+            _too_little_new(previous, last, values, plan.min_growth)
+            or _too_recent(previous, plan.min_age_s)
         )
     ):
         return None
@@ -243,16 +253,15 @@ def refit_run(session: Session, run: Run, keys: Iterable[str], cache: WarmCache 
     out: dict[str, FitSnapshot] = {}
     hyper = hyper_for(run)
     eval_age = EVAL_MAX_AGE_BEHIND_S if behind else 0.0
-    plan = ((reward, hyper, 0.0, 0.0), (eval_key(keys, reward), None, EVAL_GROWTH, eval_age))
-    for metric, h, growth, age in plan:
-        if metric is None:
-            continue
+    wanted = ((reward, hyper, 0.0, 0.0), (eval_key(keys, reward), None, EVAL_GROWTH, eval_age))
+    plans = [SeriesPlan(m, h, g, a) for m, h, g, a in wanted if m is not None]
+    for plan in plans:
         try:
-            snap = fit_one(session, run, metric, cache, h, force, annotate, loaded, growth, age)
+            snap = fit_one(session, run, plan, cache, force, annotate, loaded)
         except Exception:  # noqa: BLE001 - one odd series must not stop the worker
-            log.exception("run %s: fitting %r failed", run.id, metric)
+            log.exception("run %s: fitting %r failed", run.id, plan.metric)
             continue
         if snap is not None:
-            out[metric] = snap
+            out[plan.metric] = snap
     session.flush()
     return out
