@@ -12,6 +12,7 @@ from grposcope.api.types import Int64
 from grposcope.db import run_transaction
 from grposcope.ingest import service
 from grposcope.ingest.schemas import IngestBatch, IngestResult
+from grposcope.write_queue import writer_turn
 
 router = APIRouter(prefix="/runs", tags=["ingest"])
 # The body is read raw (for speed), so its schema is declared by hand, self-contained.
@@ -39,11 +40,13 @@ def ingest(
 ) -> Response:  # fmt: skip
     """Store a batch of steps × keys; replays are ignored (idempotent per run, key, step)."""
     batch = service.parse_batch(body, request.headers.get("content-encoding"), settings)
-    # Its own transaction, retried whole after a deadlock or serialization failure.
-    result = run_transaction(
-        request.app.state.session_factory,
-        lambda session: service.ingest(session, principal, run_id, batch),
-    )
+    # Its own transaction, retried whole after a deadlock or serialization failure; on SQLite
+    # the writers take turns (write_queue.py).
+    with writer_turn(request.app.state.engine):
+        result = run_transaction(
+            request.app.state.session_factory,
+            lambda session: service.ingest(session, principal, run_id, batch),
+        )
     # Serialised here, in this worker thread: FastAPI validates a plain ``def`` endpoint's
     # return value in a thread hop of its own, and the service already built the model.
     return Response(result.model_dump_json(), media_type="application/json")
