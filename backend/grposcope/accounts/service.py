@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, joinedload
 
 from grposcope.accounts.cache import PrincipalCache
 from grposcope.accounts.tokens import Principal, generate_token, hash_token
-from grposcope.db import insert_or_ignore
+from grposcope.db import insert_or_ignore, session_scope
 from grposcope.errors import Conflict, Forbidden, InvalidInput, NotFound, TeamNotFound, Unauthorized
 from grposcope.models import ROLES, ApiToken, Team, utcnow
 
@@ -42,6 +44,15 @@ def cached_principal(raw: str | None, cache: PrincipalCache | None) -> Principal
     database) only when it returns None."""
     token_hash = _token_hash(raw)
     return cache.get(token_hash) if cache is not None else None
+
+
+def lookup_principal(
+    factory: Callable[[], Session], raw: str | None, cache: PrincipalCache | None = None
+) -> Principal:
+    """``authenticate`` in a short session of its own: the request path resolves its caller
+    on a worker thread, apart from (and before) the request's own unit of work."""
+    with session_scope(factory) as session:
+        return authenticate(session, raw, cache)
 
 
 def _token_hash(raw: str | None) -> str:

@@ -64,12 +64,7 @@ async def get_principal(request: Request) -> Principal:
     if known is not None:
         return known
     factory = request.app.state.session_factory
-
-    def lookup() -> Principal:
-        with session_scope(factory) as session:
-            return accounts.authenticate(session, token, cache)
-
-    return await run_in_threadpool(lookup)
+    return await run_in_threadpool(accounts.lookup_principal, factory, token, cache)
 
 
 def _principal_cache(request: Request) -> PrincipalCache | None:

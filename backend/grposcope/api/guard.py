@@ -29,7 +29,6 @@ from starlette.requests import HTTPConnection
 from grposcope.accounts import service as accounts
 from grposcope.accounts.cache import PrincipalCache
 from grposcope.api.deps import PRINCIPAL_STATE, TOKEN_COOKIE
-from grposcope.db import session_scope
 from grposcope.errors import GrposcopeError, PayloadTooLarge, UnsupportedMediaType
 
 Scope = MutableMapping[str, Any]
@@ -75,7 +74,9 @@ class BodyGuard:
             # A cached token costs no thread hop (a streaming trainer's every request).
             principal = accounts.cached_principal(token, self.principal_cache)
             if principal is None:
-                principal = await anyio.to_thread.run_sync(self._authenticate, token)
+                principal = await anyio.to_thread.run_sync(
+                    accounts.lookup_principal, self.session_factory, token, self.principal_cache
+                )
         except GrposcopeError as exc:
             return exc.status_code, exc.to_json()
         except DBAPIError as exc:
@@ -92,10 +93,6 @@ class BodyGuard:
                 f"content type {shown!r} is not accepted: send application/json "
                 "(gzip-compressed with Content-Encoding: gzip if you like)"))  # fmt: skip
         return None
-
-    def _authenticate(self, token: str | None) -> Any:
-        with session_scope(self.session_factory) as session:
-            return accounts.authenticate(session, token, self.principal_cache)
 
     async def _stream_limited(self, scope: Scope, receive: Receive, send: Send) -> None:
         limit = self.max_body_bytes()
