@@ -53,27 +53,26 @@ def bearer_token(request: Request) -> str | None:
     return request.cookies.get(TOKEN_COOKIE)
 
 
-async def get_principal(request: Request) -> Principal:
+async def principal_cache(request: Request) -> PrincipalCache | None:
+    """The app's token cache (grposcope.accounts.cache); None where an app has none."""
+    return getattr(request.app.state, "principal_cache", None)
+
+
+PrincipalCacheDep = Annotated[PrincipalCache | None, Depends(principal_cache)]
+
+
+async def get_principal(request: Request, cache: PrincipalCacheDep) -> Principal:
     """The caller: found by the body guard already, else from the token cache, else looked
     up in a session of its own on a worker thread (only a cache miss touches the database)."""
     known = request.scope.get("state", {}).get(PRINCIPAL_STATE)
     if known is not None:
         return known
-    token, cache = bearer_token(request), _principal_cache(request)
+    token = bearer_token(request)
     known = accounts.cached_principal(token, cache)
     if known is not None:
         return known
     factory = request.app.state.session_factory
     return await run_in_threadpool(accounts.lookup_principal, factory, token, cache)
-
-
-def _principal_cache(request: Request) -> PrincipalCache | None:
-    """The app's token cache (grposcope.accounts.cache); None where an app has none."""
-    return getattr(request.app.state, "principal_cache", None)
-
-
-async def principal_cache(request: Request) -> PrincipalCache | None:
-    return _principal_cache(request)
 
 
 async def get_writer(principal: Annotated[Principal, Depends(get_principal)]) -> Principal:
@@ -86,7 +85,6 @@ async def get_admin(principal: Annotated[Principal, Depends(get_principal)]) -> 
     return principal
 
 
-PrincipalCacheDep = Annotated[PrincipalCache | None, Depends(principal_cache)]
 PrincipalDep = Annotated[Principal, Depends(get_principal)]
 WriterDep = Annotated[Principal, Depends(get_writer)]
 AdminDep = Annotated[Principal, Depends(get_admin)]
