@@ -96,6 +96,9 @@ class Run(Base):
     dirty: Mapped[bool] = mapped_column(Boolean, default=False)
     dirty_since: Mapped[datetime | None] = mapped_column(UTCDateTime)
     last_fit_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # The worker process that claimed the run last: it holds the run's rolling state (rule
+    # memos, series tails), so it is preferred for the next refit (worker/claim.py).
+    fit_owner: Mapped[str | None] = mapped_column(String(100))
     project: Mapped[Project] = relationship(lazy="joined")
 
 

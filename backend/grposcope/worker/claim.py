@@ -10,21 +10,45 @@ dies drops its connection and with it the lock.
 
 SQLite (one process: the embedded worker): an in-process set of runs being fitted plays the
 lock's part; the dirty flag is cleared with a conditional UPDATE, so the claim is atomic too.
+
+Affinity (Postgres): a worker process keeps rolling state per run (the rules' memos, the
+series tails it has read), so a refit costs the points since *that process* last saw the run.
+Claimed purely oldest-first, a run went to any process, and each refit paid for the points of
+the last two refits with two workers, four with four. The claim records its process in
+``runs.fit_owner`` and ranks the process's own runs as if they had turned dirty
+``affinity_s`` earlier: each process keeps its runs while the workers keep pace with each
+other, a run whose owner died or fell behind is taken by another once it has waited
+``affinity_s`` longer than the claimer's own oldest run (then it is that process's), and no
+run starves.
 """
 
 from __future__ import annotations
 
+import os
+import socket
 import threading
+import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select, text, update
+from sqlalchemy import Interval, case, literal, select, text, update
 from sqlalchemy.engine import Connection, Engine
 
 from grposcope.models import Run, utcnow
 
 LOCK_NAMESPACE = 0x6772  # "gr": advisory locks are (namespace, run id) pairs
+# How much longer than its own oldest dirty run a process lets another's wait before taking it,
+# in refit intervals (and at least AFFINITY_MIN_S): about one refit of a run's new points
+# saved against, at worst, that much delay once for a run whose owner has gone.
+AFFINITY_INTERVALS = 2.0
+AFFINITY_MIN_S = 5.0
+
+
+def process_owner() -> str:
+    """This process's name in ``runs.fit_owner``: host, pid and a random part (a restarted
+    process that reuses a pid holds none of its predecessor's state)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"[-100:]
 
 
 @dataclass
@@ -44,10 +68,12 @@ class Claim:
 class Claimer:
     """Claims up to `limit` dirty runs whose last fit is older than `interval_s`."""
 
-    def __init__(self, engine: Engine, interval_s: float) -> None:
+    def __init__(self, engine: Engine, interval_s: float, owner: str | None = None) -> None:
         self.engine = engine
         self.interval_s = interval_s
         self.postgres = engine.dialect.name == "postgresql"
+        self.owner = owner or process_owner()
+        self.affinity = timedelta(seconds=max(AFFINITY_INTERVALS * interval_s, AFFINITY_MIN_S))
         self._inflight: set[int] = set()
         self._lock = threading.Lock()
 
@@ -60,10 +86,16 @@ class Claimer:
 
     def _candidates_query(self, limit: int, cutoff: datetime):  # type: ignore[no-untyped-def]
         due = (Run.last_fit_at.is_(None)) | (Run.last_fit_at <= cutoff)
+        rank = Run.dirty_since
+        if self.postgres:  # one SQLite process: nobody to share rolling state with
+            rank = case(
+                (Run.fit_owner == self.owner, Run.dirty_since - literal(self.affinity, Interval())),
+                else_=Run.dirty_since,
+            )
         return (
             select(Run.id, Run.dirty_since)
             .where(Run.dirty.is_(True), due)
-            .order_by(Run.dirty_since.asc(), Run.id.asc())
+            .order_by(rank.asc(), Run.id.asc())
             .limit(limit)
         )
 
@@ -74,7 +106,7 @@ class Claimer:
             for run_id, since in rows:
                 if run_id in self._inflight or len(claims) >= limit:
                     continue
-                if _clear_dirty(conn, run_id, now):
+                if _clear_dirty(conn, run_id, now, self.owner):
                     self._inflight.add(run_id)
                     claims.append(Claim(run_id, self._local_release(run_id), _waited(since, now)))
         return claims
@@ -94,7 +126,7 @@ class Claimer:
                 holder = self._advisory_lock(run_id)
                 if holder is None:
                     continue  # another worker is still fitting it
-                if _clear_dirty(conn, run_id, now):
+                if _clear_dirty(conn, run_id, now, self.owner):
                     release = _advisory_release(holder, run_id)
                     claims.append(Claim(run_id, release, _waited(since, now)))
                 else:
@@ -136,11 +168,11 @@ def _waited(since: datetime | None, now: datetime) -> float:
     return 0.0 if since is None else max(0.0, (now - since).total_seconds())
 
 
-def _clear_dirty(conn: Connection, run_id: int, now: datetime) -> bool:
+def _clear_dirty(conn: Connection, run_id: int, now: datetime, owner: str) -> bool:
     result = conn.execute(
         update(Run)
         .where(Run.id == run_id, Run.dirty.is_(True))
-        .values(dirty=False, dirty_since=None, last_fit_at=now)
+        .values(dirty=False, dirty_since=None, last_fit_at=now, fit_owner=owner)
         .execution_options(synchronize_session=False)
     )
     return result.rowcount == 1
