@@ -36,7 +36,6 @@ from grposcope.diagnostics.data import RunData, component_keys
 from grposcope.diagnostics.memo import scope
 from grposcope.diagnostics.signal import noise_sd, r
 from grposcope.diagnostics.types import Sub
-from grposcope.dynamics.smoothing import lag1_autocorrelation
 
 Params = dict[str, float]
 _DRIFT_CHECKS = 400
@@ -223,11 +222,8 @@ def _drift(key: str, s: np.ndarray, v: np.ndarray, p: Params,
     done: dict[int, dict | None] = kept.setdefault(
         ("drift", n_min, p["drift_sigmas"], p["drift_noise"]), {}
     )
+    done.update(_drift_checks(s, v, [i for i in checks if i not in done], n_min, p, stride))
     for i in checks:
-        if i not in done:
-            # The longer windows on the grid only (a long run pays for them once per `stride`
-            # new points): a drift slow enough to need them does not need a finer step.
-            done[i] = _drift_check(s, v, i, n_min, p, on_grid=(i + 1) % stride == 0)
         fact = done[i]
         if fact is not None:
             level[i] = 2
@@ -239,49 +235,101 @@ def _drift(key: str, s: np.ndarray, v: np.ndarray, p: Params,
     return s, level, evidence, False
 
 
-def _drift_check(s: np.ndarray, v: np.ndarray, i: int, n_min: int, p: Params,
-                 on_grid: bool) -> dict | None:  # fmt: skip
-    """The degradation's facts at index i over the first window that shows one (the last
-    third, then on the grid the last half and all the points), or None."""
-    divisors = _DRIFT_DIVISORS if on_grid else _DRIFT_DIVISORS[:1]
-    for n in sorted({min(i + 1, max(n_min, (i + 1) // d)) for d in divisors}):
-        slope, fact = _drift_at(s, v, i, n, p)
-        if fact is not None or slope >= 0:  # a longer window only while these fall
-            return fact
-    return None
+def _drift_checks(s: np.ndarray, v: np.ndarray, checks: list[int], n_min: int, p: Params,
+                  stride: int) -> dict[int, dict | None]:  # fmt: skip
+    """Each check's degradation facts, or None: at index i, the first window that shows one
+    (the last third, then on the grid the last half and all the points), judged only while
+    every shorter window falls too. The slopes of one round of windows are computed together
+    (`_window_slopes`): a refit of a young run judges every new index, each a few short
+    windows, and one slope at a time spent its time in numpy's per-call overhead."""
+    windows = {}
+    for i in checks:
+        divisors = _DRIFT_DIVISORS if (i + 1) % stride == 0 else _DRIFT_DIVISORS[:1]
+        windows[i] = sorted({min(i + 1, max(n_min, (i + 1) // d)) for d in divisors})
+    out: dict[int, dict | None] = {}
+    active = list(checks)
+    for k in range(len(_DRIFT_DIVISORS)):
+        todo = [i for i in active if k < len(windows[i])]
+        out.update((i, None) for i in active if k >= len(windows[i]))
+        if not todo:
+            break
+        lengths = np.array([windows[i][k] for i in todo], dtype=np.int64)
+        slopes, ses = _window_slopes(s, v, np.array(todo, dtype=np.int64), lengths)
+        active = []
+        for i, n, slope, se in zip(todo, lengths.tolist(), slopes.tolist(), ses.tolist(),
+                                   strict=True):  # fmt: skip
+            fact = _drift_fact(s, v, i, n, slope, se, p)
+            if fact is not None or slope >= 0:  # a longer window only while these fall
+                out[i] = fact
+            else:
+                active.append(i)
+    out.update((i, None) for i in active)
+    return out
 
 
-def _drift_at(s: np.ndarray, v: np.ndarray, i: int, n: int,
-              p: Params) -> tuple[float, dict | None]:  # fmt: skip
-    """(slope, facts) for the n points up to index i; facts None when the slope is not a
+def _drift_fact(s: np.ndarray, v: np.ndarray, i: int, n: int, slope: float, se: float,
+                p: Params) -> dict | None:  # fmt: skip
+    """The facts of the n points up to index i, or None when their slope is not a
     degradation (not negative beyond ``drift_sigmas`` s.e., or lost < ``drift_noise`` σ)."""
-    x, y = s[i - n + 1 : i + 1].astype(float), v[i - n + 1 : i + 1]
-    slope, se = _slope(x, y)
     if not (slope < 0 and -slope > p["drift_sigmas"] * se):
-        return slope, None
+        return None
+    x, y = s[i - n + 1 : i + 1].astype(float), v[i - n + 1 : i + 1]
     sigma = noise_sd(y)  # the noise (two medians) only where the slope test passed
     lost = -slope * float(x[-1] - x[0])
     if lost < p["drift_noise"] * sigma:
-        return slope, None
-    return slope, {"slope_per_step": r(slope, 6), "slope_t": r(slope / se, 2),
-                   "lost_over_window": r(lost), "noise_sd": r(sigma),
-                   "window": [int(s[i - n + 1]), int(s[i])]}  # fmt: skip
+        return None
+    return {"slope_per_step": r(slope, 6), "slope_t": r(slope / se, 2),
+            "lost_over_window": r(lost), "noise_sd": r(sigma),
+            "window": [int(s[i - n + 1]), int(s[i])]}  # fmt: skip
 
 
-def _slope(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
-    """OLS slope and its standard error widened for lag-1 autocorrelation. A slope that is
-    not negative cannot be a degradation, so its error is not computed (inf): most windows of
-    a run that is not degrading stop here."""
-    xc = x - x.mean()
-    sxx = float(xc @ xc)
-    if sxx <= 0:
-        return 0.0, math.inf
-    slope = float(xc @ (y - y.mean())) / sxx
-    if slope >= 0:
-        return slope, math.inf
-    resid = y - y.mean() - slope * xc
-    rho = lag1_autocorrelation(resid) if resid.size > 3 else 0.0
-    rho = min(max(rho, 0.0), 0.9)
-    var = float(resid @ resid) / max(resid.size - 2, 1)
-    se = math.sqrt(var / sxx * (1 + rho) / (1 - rho))
-    return slope, se if se > 0 else math.inf
+_SLOPE_CELLS = 1 << 18  # window points per batch of `_window_slopes` (a few MB of temporaries)
+
+
+def _window_slopes(s: np.ndarray, v: np.ndarray, ends: np.ndarray,
+                   lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """OLS slope and its standard error (widened for lag-1 autocorrelation of the residuals)
+    of each window of ``lengths[k]`` points ending at index ``ends[k]``, as one padded 2-D
+    computation per batch of windows. A slope that is not negative cannot be a degradation,
+    so its error is inf; a window of one step has slope 0 and error inf."""
+    slopes, ses = np.empty(ends.size), np.empty(ends.size)
+    order = np.argsort(lengths, kind="stable")  # similar lengths together: little padding
+    at = 0
+    while at < order.size:
+        stop = at + 1
+        while stop < order.size and (stop + 1 - at) * int(lengths[order[stop]]) <= _SLOPE_CELLS:
+            stop += 1
+        rows = order[at:stop]
+        slopes[rows], ses[rows] = _padded_slopes(s, v, ends[rows], lengths[rows])
+        at = stop
+    return slopes, ses
+
+
+def _padded_slopes(s: np.ndarray, v: np.ndarray, ends: np.ndarray,
+                   lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """`_window_slopes` for one batch: row k holds its window's points from column 0, zeros
+    after them (centred values are zeroed there, so the padding adds nothing to any sum)."""
+    cols = np.arange(int(lengths.max()))
+    inside = cols[None, :] < lengths[:, None]
+    idx = np.where(inside, ends[:, None] - lengths[:, None] + 1 + cols[None, :], 0)
+    n = lengths.astype(float)
+    x, y = s[idx].astype(float), v[idx]
+    xc = np.where(inside, x - (np.where(inside, x, 0.0).sum(1) / n)[:, None], 0.0)
+    yc = np.where(inside, y - (np.where(inside, y, 0.0).sum(1) / n)[:, None], 0.0)
+    sxx, sxy, syy = (xc * xc).sum(1), (xc * yc).sum(1), (yc * yc).sum(1)
+    # A correlation below 1e-12 is 0, whatever the rounding of the padded sums: a slope that is
+    # exactly 0 (a constant window; discrete rewards can balance exactly) must stay "not
+    # falling", not come out as -1e-18 in one batch's summation order and 0 in another's.
+    flat = (sxx <= 0) | (np.abs(sxy) <= 1e-12 * np.sqrt(sxx * syy))
+    slope = np.where(flat, 0.0, sxy / np.where(flat, 1.0, sxx))
+    resid = yc - slope[:, None] * xc
+    centred = np.where(inside, resid - (resid.sum(1) / n)[:, None], 0.0)
+    den = (centred * centred).sum(1)
+    lag = (centred[:, :-1] * centred[:, 1:]).sum(1)
+    rho = np.where((lengths >= 4) & (den > 0), lag / np.where(den > 0, den, 1.0), 0.0)
+    rho = np.clip(rho, 0.0, 0.9)
+    var = (resid * resid).sum(1) / np.maximum(lengths - 2, 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        se = np.sqrt(var / sxx * (1 + rho) / (1 - rho))
+    se = np.where(flat | (slope >= 0) | ~(se > 0), math.inf, se)
+    return slope, se

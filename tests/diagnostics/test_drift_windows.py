@@ -1,0 +1,77 @@
+"""The degradation check's slopes, computed for many windows at once, are each window's own
+least-squares slope and autocorrelation-widened standard error, whatever other windows share
+its batch; and the checks' verdicts are those of judging one window at a time."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from grposcope.diagnostics import rules_drop
+from grposcope.diagnostics.params import defaults
+
+
+def _one_window(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """The textbook computation, one window at a time (what the batch must reproduce)."""
+    xc = x - x.mean()
+    sxx = float(xc @ xc)
+    slope = float(xc @ (y - y.mean())) / sxx
+    if slope >= 0 or abs(slope) < 1e-9:
+        return max(slope, 0.0), math.inf
+    resid = y - y.mean() - slope * xc
+    r = resid - resid.mean()
+    rho = float(r[:-1] @ r[1:]) / float(r @ r) if resid.size > 3 else 0.0
+    rho = min(max(rho, 0.0), 0.9)
+    var = float(resid @ resid) / (resid.size - 2)
+    return slope, math.sqrt(var / sxx * (1 + rho) / (1 - rho))
+
+
+def test_batched_slopes_match_each_window_computed_alone():
+    rng = np.random.default_rng(3)
+    s = np.cumsum(rng.integers(1, 5, 400)) + 10_000  # uneven steps, far from 0
+    v = 0.6 - 0.3 * np.arange(400) / 400 + rng.normal(0, 0.05, 400)
+    ends = rng.integers(40, 400, 60)
+    lengths = np.minimum(ends + 1, rng.integers(8, 200, 60))
+    slopes, ses = rules_drop._window_slopes(s, v, ends, lengths)
+    for e, n, got_slope, got_se in zip(ends, lengths, slopes, ses, strict=True):
+        want_slope, want_se = _one_window(s[e - n + 1 : e + 1].astype(float), v[e - n + 1 : e + 1])
+        assert got_slope == pytest.approx(want_slope, rel=1e-9, abs=1e-15)
+        if math.isfinite(want_se):
+            assert got_se == pytest.approx(want_se, rel=1e-9)
+        else:
+            assert got_se == math.inf
+
+
+def test_a_balanced_window_has_slope_zero_in_any_batch():
+    """Discrete rewards can balance exactly: that window is not falling, whichever padding
+    and summation order its batch gives it (a -1e-18 slope judged a longer window on)."""
+    v = np.array([0.0, 1.2, 1.2, 0.0] * 10)  # symmetric: the exact slope is 0
+    s = np.arange(v.size)
+    for width in (v.size, 300, 5000):  # alone, and padded by longer windows in its batch
+        w = np.concatenate([v, np.zeros(width)])
+        t = np.arange(w.size)
+        slopes, ses = rules_drop._window_slopes(t, w, np.array([v.size - 1, w.size - 1]),
+                                                np.array([v.size, w.size]))  # fmt: skip
+        assert slopes[0] == 0.0 and ses[0] == math.inf
+    assert rules_drop._window_slopes(s, v, np.array([39]), np.array([40]))[0][0] == 0.0
+
+
+def test_checks_judged_together_equal_checks_judged_one_by_one():
+    """A refit judges its new checks in one batch; a replay judges them all at once; each
+    verdict is the one a check judged alone gets (windows longer only while shorter fall)."""
+    p = defaults("dynamical_instability")
+    rng = np.random.default_rng(7)
+    s = np.arange(1, 301)
+    v = np.where(s < 150, 0.7, 0.7 - 0.002 * (s - 150)) + rng.normal(0, 0.05, 300)
+    checks = list(range(29, 300))
+    together = rules_drop._drift_checks(s, v, checks, 30, p, stride=1)
+    alone = {i: rules_drop._drift_checks(s, v, [i], 30, p, stride=1)[i] for i in checks}
+    assert together.keys() == alone.keys()
+    assert [i for i in checks if together[i]] == [i for i in checks if alone[i]]
+    assert any(together.values()), "the drift after step 150 must be judged a degradation"
+    for i in checks:
+        if together[i]:
+            assert together[i]["window"] == alone[i]["window"]
+            assert together[i]["slope_t"] == pytest.approx(alone[i]["slope_t"], abs=0.011)
