@@ -155,3 +155,19 @@ def test_stationary_fluctuation_scales_as_one_over_g() -> None:
 def test_bad_omega_rejected() -> None:
     with pytest.raises(ValueError, match="omega0"):
         trajectory([1.0], 1.0, 0.0, 0.0, 0.5)
+
+
+@pytest.mark.parametrize("zeta", [0.3, 1.0, 1.0 + 1e-9, 1.7])
+def test_a_grid_of_curves_equals_its_rows_one_by_one(zeta: float) -> None:
+    """The grid search evaluates many curves as one 2-D array (rows of s, from s = 0 where the
+    series branch applies): any layout, including a strided transpose, gives each row's own
+    curve."""
+    rng = np.random.default_rng(1)
+    grid = np.maximum(rng.uniform(-1.0, 8.0, (24, 9)), 0.0)
+    grid[:, 0] = 0.0
+    for layout in (grid, grid.T.copy().T, np.asfortranarray(grid), grid[:, ::2]):
+        g, h = unit_response(layout, zeta)
+        for row, g_row, h_row in zip(layout, g, h, strict=True):
+            want_g, want_h = unit_response(np.ascontiguousarray(row), zeta)
+            np.testing.assert_array_equal(g_row, want_g)
+            np.testing.assert_array_equal(h_row, want_h)

@@ -37,24 +37,42 @@ _MAX_EXPONENT = 700.0  # exp(700) ~ 1e304: finite for float64
 _HUGE = 1e300
 
 
+def _series(x: NDArray[np.float64]) -> NDArray[np.intp]:
+    """Indices where |q·s²| is small enough for the Taylor series (few: the first points)."""
+    return np.flatnonzero(np.abs(x) < _SERIES_LIMIT)
+
+
+def _taylor(
+    s: NDArray[np.float64], x: NDArray[np.float64]
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Ch and Sh by their series, for x = q·s² small."""
+    ch = 1.0 + x / 2.0 + x * x / 24.0 + x**3 / 720.0
+    sh = s * (1.0 + x / 6.0 + x * x / 120.0 + x**3 / 5040.0)
+    return ch, sh
+
+
 def _ch_sh(s: NDArray[np.float64], q: float) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """Ch(s) and Sh(s) for q ≤ 0 or small |q|·s² (see module docstring)."""
+    """Ch(s) and Sh(s) for q ≤ 0 or small |q|·s² (see module docstring).
+
+    The closed form is evaluated on the whole array and the few series points are written
+    over it: the same values as evaluating each part on its own subset, with a handful of
+    numpy calls instead of a masked copy per part (this runs at every optimiser step)."""
     x = q * s * s
-    series = np.abs(x) < _SERIES_LIMIT
-    ch = np.empty_like(s)
-    sh = np.empty_like(s)
-    xs = x[series]
-    ch[series] = 1.0 + xs / 2.0 + xs * xs / 24.0 + xs**3 / 720.0
-    sh[series] = s[series] * (1.0 + xs / 6.0 + xs * xs / 120.0 + xs**3 / 5040.0)
-    rest = ~series
     if q < 0:
         w = math.sqrt(-q)
-        ch[rest] = np.cos(w * s[rest])
-        sh[rest] = np.sin(w * s[rest]) / w
+        ws = w * s
+        ch, sh = np.cos(ws), np.sin(ws) / w
     elif q > 0:
         r = math.sqrt(q)
-        ch[rest] = np.cosh(np.minimum(r * s[rest], _MAX_EXPONENT))
-        sh[rest] = np.sinh(np.minimum(r * s[rest], _MAX_EXPONENT)) / r
+        rs = np.minimum(r * s, _MAX_EXPONENT)
+        ch, sh = np.cosh(rs), np.sinh(rs) / r
+    else:
+        ch, sh = np.empty_like(s), np.empty_like(s)
+    idx = _series(x)
+    if idx.size:  # flat indices: s may be 2-D (a grid of curves)
+        ch_s, sh_s = _taylor(s.ravel()[idx], x.ravel()[idx])
+        np.put(ch, idx, ch_s)
+        np.put(sh, idx, sh_s)
     return ch, sh
 
 
@@ -71,17 +89,17 @@ def unit_response(s: ArrayLike, zeta: float) -> tuple[NDArray[np.float64], NDArr
         r = math.sqrt(q)
         k1, k2 = 1.0 / (zeta + r), zeta + r
         slow, fast = np.exp(-k1 * t), np.exp(-k2 * t)
-        x = q * t * t
-        small = np.abs(x) < _SERIES_LIMIT
-        h = np.empty_like(t)
         # h = e^{-ζs}·sinh(rs)/r = e^{-k1 s}·(1 − e^{−2rs})/(2r); series where r·s is tiny
         # (t holds s as a float array).
-        h[~small] = slow[~small] * -np.expm1(-2.0 * r * t[~small]) / (2.0 * r)
-        ch_s, sh_s = _ch_sh(t[small], q)
-        h[small] = np.exp(-zeta * t[small]) * sh_s
-        ch = np.empty_like(t)
-        ch[~small] = 0.5 * (slow[~small] + fast[~small])
-        ch[small] = np.exp(-zeta * t[small]) * ch_s
+        h = slow * -np.expm1(-2.0 * r * t) / (2.0 * r)
+        ch = 0.5 * (slow + fast)
+        idx = _series(q * t * t)
+        if idx.size:  # flat indices, as in _ch_sh
+            t_s = t.ravel()[idx]
+            ch_s, sh_s = _ch_sh(t_s, q)
+            damp = np.exp(-zeta * t_s)
+            np.put(h, idx, damp * sh_s)
+            np.put(ch, idx, damp * ch_s)
         return ch + zeta * h, h
     ch, sh = _ch_sh(t, q)
     with np.errstate(over="ignore", invalid="ignore"):
