@@ -154,6 +154,28 @@ def test_no_new_reward_point_no_new_snapshot_and_constrained_carried(api):
     assert fit["step"] == 121 and fit["constrained"]["step"] == 120
 
 
+def test_while_the_workers_lag_the_constrained_fit_waits_for_more_growth(api):
+    """20 % more points: on time the constrained fit is redone (past 15 %); while the workers
+    lag it is carried (up to 30 %), marked with the step it was made at, and redone past it."""
+    hyper = {"learning_rate": 1e-6, "momentum": 0.9, "k_ref": 4}
+    steps, values = learning_curve(n=180)
+    fitted = {}
+    for behind in (False, True):
+        run = make_run(api, api.alpha, name=f"r{behind}", run_key=f"k{behind}",
+                       hyperparameters=hyper)  # fmt: skip
+        send(api, api.alpha, run["id"], steps[:100], reward=values[:100])
+        worker = worker_for(api)
+        worker.process(run["id"], behind=behind)
+        send(api, api.alpha, run["id"], steps[100:120], reward=values[100:120])
+        worker.process(run["id"], behind=behind)
+        fitted[behind] = _get(api, f"/runs/{run['id']}/fit").json()["constrained"]["step"]
+        if behind:
+            send(api, api.alpha, run["id"], steps[120:131], reward=values[120:131])
+            worker.process(run["id"], behind=True)  # 31 % past the carried one: redone
+            assert _get(api, f"/runs/{run['id']}/fit").json()["constrained"]["step"] == 131
+    assert fitted == {False: 120, True: 100}
+
+
 def test_whatif_from_the_stored_constrained_fit(api):
     plain = make_run(api, api.alpha, name="plain", run_key="plain")
     hyper = {"learning_rate": 1e-6, "momentum": 0.9, "k_ref": 4, "num_generations": 8}
