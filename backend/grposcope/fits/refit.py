@@ -67,9 +67,10 @@ class WarmCache:
 CONSTRAINED_GROWTH = 0.15
 # While the workers lag (`worker.loop.BEHIND_FACTOR`), the constrained fit waits for this much
 # growth instead: with its stability report (the exact margins and edges: dozens of small
-# eigenvalue problems) it was a third of a young run's refit on 200 live runs, and the reward's
-# curve, which staleness measures, is what a lagging worker's time goes to first. The carried
-# section keeps the step it was made at, and the margin rule reads it at every refit.
+# eigenvalue problems, half of its cost) it was a sixth of a young run's refit
+# (bench/refit_scale_out.py), and the reward's curve, which staleness measures, is what a
+# lagging worker's time goes to first. The carried section keeps the step it was made at, and
+# the margin rule reads it at every refit.
 CONSTRAINED_GROWTH_BEHIND = 0.3
 
 
