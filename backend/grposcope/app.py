@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -12,7 +13,6 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
-from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match, Mount
@@ -35,6 +35,7 @@ from grposcope.metrics.endpoints import router as metrics_router
 from grposcope.metrics.keys import KEY_CACHE_SESSION_KEY, KeyIdCache
 from grposcope.runs.endpoints import router as runs_router
 from grposcope.threads import one_blas_thread
+from grposcope.worker.claim import backlog
 
 log = logging.getLogger("grposcope")
 API_PREFIX = "/api/v1"
@@ -129,18 +130,29 @@ def api_router() -> APIRouter:
     return router
 
 
+class FitBacklog(BaseModel):
+    dirty_runs: int = Field(description="Runs with points not yet in a fit.")
+    oldest_wait_s: float | None = Field(
+        description="Seconds since the longest-waiting of them turned dirty (null: none): the "
+        "bound on how stale a fit is. Workers that keep pace hold it near the refit interval; "
+        "one that keeps growing says the workers lag (docs/deployment.md)."
+    )
+
+
 class Health(BaseModel):
     status: str = Field(description="ok")
     database: str = Field(description="The database dialect: sqlite | postgresql.")
     version: str
+    fit_backlog: FitBacklog
 
 
 def health(request: Request) -> dict[str, Any]:
-    """Liveness and the database in use."""
+    """Liveness, the database in use, and whether the fit workers keep pace."""
     engine = request.app.state.engine
     with engine.connect() as conn:
-        conn.execute(text("SELECT 1"))
-    return {"status": "ok", "database": engine.dialect.name, "version": __version__}
+        waiting = backlog(conn)
+    return {"status": "ok", "database": engine.dialect.name, "version": __version__,
+            "fit_backlog": dataclasses.asdict(waiting)}  # fmt: skip
 
 
 def start_background(app: FastAPI) -> list:

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Interval, case, literal, select, text, update
+from sqlalchemy import Interval, case, func, literal, select, text, update
 from sqlalchemy.engine import Connection, Engine
 
 from grposcope.models import Run, utcnow
@@ -176,3 +176,22 @@ def _clear_dirty(conn: Connection, run_id: int, now: datetime, owner: str) -> bo
         .execution_options(synchronize_session=False)
     )
     return result.rowcount == 1
+
+
+@dataclass(frozen=True)
+class Backlog:
+    """Runs waiting for a refit, and how long the longest has waited since it turned dirty:
+    with workers that keep pace that is at most about one refit interval; when it keeps
+    growing, fits are going stale and more workers are needed (docs/deployment.md)."""
+
+    dirty_runs: int
+    oldest_wait_s: float | None
+
+
+def backlog(conn: Connection, now: datetime | None = None) -> Backlog:
+    """The fit workers' backlog, in one read of the dirty-runs index."""
+    count, oldest = conn.execute(
+        select(func.count(), func.min(Run.dirty_since)).where(Run.dirty.is_(True))
+    ).one()
+    wait = None if oldest is None else _waited(oldest, now or utcnow())
+    return Backlog(int(count), None if wait is None else round(wait, 3))

@@ -5,6 +5,7 @@ rule that raises is logged and the loop moves on."""
 from __future__ import annotations
 
 import logging
+import math
 import os
 import socket
 import threading
@@ -30,7 +31,7 @@ from grposcope.models import AlertRule, Run, utcnow
 from grposcope.outage import OutageLog
 from grposcope.run_inputs import eval_key, hyper_for, pick_reward_key, total_steps
 from grposcope.runs import repository as runs_repo
-from grposcope.worker.claim import Claimer
+from grposcope.worker.claim import Claim, Claimer
 
 log = logging.getLogger("grposcope.worker")
 
@@ -78,6 +79,7 @@ class FitWorker:
         self.stall_every_s = stall_every_s
         self.owner = worker_id()
         self._last_sweep = 0.0
+        self._last_lag_warning = -math.inf
         self.fits_done = 0
         self._failures: dict[int, int] = {}
 
@@ -109,6 +111,7 @@ class FitWorker:
     def run_once(self) -> int:
         """Claim up to `batch` runs and process them; returns how many were processed."""
         claims = self.claimer.claim(self.batch)
+        self._warn_if_lagging(claims)
         for claim in claims:
             try:
                 self.process(claim.run_id, behind=claim.waited_s > self.behind_s)
@@ -126,6 +129,20 @@ class FitWorker:
             except Exception:  # noqa: BLE001
                 log.exception("stall sweep failed")
         return len(claims)
+
+    LAG_WARN_EVERY_S = 60.0
+
+    def _warn_if_lagging(self, claims: list[Claim]) -> None:
+        """A warning, at most once a minute, while claimed runs waited well past the refit
+        interval: fits are going stale, and on-call should hear it from the log as well as
+        from ``GET /health``'s ``fit_backlog``."""
+        waited = max((c.waited_s for c in claims), default=0.0)
+        now = time.monotonic()
+        if waited > self.behind_s and now - self._last_lag_warning >= self.LAG_WARN_EVERY_S:
+            self._last_lag_warning = now
+            log.warning("fit workers lag: a run waited %.0f s for its refit (interval %g s); "
+                        "fits are that stale: add workers (docs/deployment.md)",
+                        waited, self.settings.fit_interval_s)  # fmt: skip
 
     def serve(self, stop: threading.Event) -> None:
         outage = OutageLog(log, "fit worker")
