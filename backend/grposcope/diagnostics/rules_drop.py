@@ -244,6 +244,8 @@ def _drift_checks(s: np.ndarray, v: np.ndarray, checks: list[int], n_min: int, p
     windows, and one slope at a time spent its time in numpy's per-call overhead."""
     windows = {}
     for i in checks:
+        # The longer windows on the grid only (a long run pays for them once per `stride`
+        # new points): a drift slow enough to need them does not need a finer step.
         divisors = _DRIFT_DIVISORS if (i + 1) % stride == 0 else _DRIFT_DIVISORS[:1]
         windows[i] = sorted({min(i + 1, max(n_min, (i + 1) // d)) for d in divisors})
     out: dict[int, dict | None] = {}
