@@ -120,3 +120,35 @@ def test_point_count_migration_counts_the_points_already_stored(api, db_url):
     finally:
         engine.dispose()
     assert counts == [4, 5]
+
+
+def test_downgrades_that_drop_a_column_of_runs_keep_every_runs_data(api, db_url):
+    """0007 and 0003 drop columns of `runs`; a batch rebuild of the table (drop, recreate)
+    cascades on SQLite into every table that references it. Down to 0002 and up again, the
+    runs and their points, latest values and fits are all still there."""
+    import sqlalchemy as sa
+    from alembic import command
+
+    from grposcope.db import alembic_config
+    from tests.api.helpers import ingest, make_run
+
+    run = make_run(api, api.alpha)
+    ingest(api, api.alpha, run["id"], [{"step": s, "metrics": {"reward": 1.0, "kl": 0.1}}
+                                       for s in range(6)])  # fmt: skip
+    tables = ("runs", "points", "run_metrics")
+    engine = make_engine(db_url)
+    try:
+
+        def counts() -> dict[str, int]:
+            with engine.connect() as conn:
+                return {t: conn.scalar(sa.text(f"SELECT count(*) FROM {t}")) for t in tables}
+
+        before = counts()
+        assert before == {"runs": 1, "points": 12, "run_metrics": 2}
+        cfg = alembic_config(db_url)
+        command.downgrade(cfg, "0002")
+        assert counts() == before
+        command.upgrade(cfg, "head")
+        assert counts() == before
+    finally:
+        engine.dispose()

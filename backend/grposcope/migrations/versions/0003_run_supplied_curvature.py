@@ -26,6 +26,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    with op.batch_alter_table('runs', schema=None) as batch_op:
-        batch_op.drop_column('stale_fraction')
-        batch_op.drop_column('curvature')
+    # Plain DROP COLUMNs (SQLite >= 3.35): a batch rebuild of `runs` drops the table, which
+    # with foreign keys on deletes every run's points, metrics, fits and alerts (cascade).
+    op.drop_column('runs', 'stale_fraction')
+    op.drop_column('runs', 'curvature')
