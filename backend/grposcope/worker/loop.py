@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
-import socket
 import threading
 import time
 from collections.abc import Callable
@@ -42,10 +40,6 @@ BEHIND_FACTOR = 2.0
 BEHIND_MIN_S = 5.0
 
 
-def worker_id() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident() % 100000}"
-
-
 class FitWorker:
     """One worker: `run_once()` claims and processes a batch; `serve()` loops until stopped.
 
@@ -77,7 +71,7 @@ class FitWorker:
         self.batch = batch
         self.poll_s = poll_s
         self.stall_every_s = stall_every_s
-        self.owner = worker_id()
+        self.owner = self.claimer.owner  # the snapshots' stamp: the same process name
         self._last_sweep = 0.0
         self._last_lag_warning = -math.inf
         self.fits_done = 0
