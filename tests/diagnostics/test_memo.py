@@ -122,3 +122,40 @@ def test_the_worker_memos_are_bounded_by_the_points_they_hold() -> None:
     grown = (np.arange(301.0), np.arange(301.0))
     assert memos.get(4).scope("reward", *grown) == {"kept": 4}  # a grown series keeps them
     assert memos.get(0).scope("reward", *grown) == {}  # evicted: a fresh memo
+
+
+def test_a_recorded_extension_is_trusted_and_anything_else_is_compared():
+    """lineage.py: the memo keeps a scope's results for arrays recorded as grown from the
+    held ones without reading them; arrays not recorded are compared as before, so a changed
+    prefix still empties the scope. Only read-only arrays owning their data are recorded, and
+    a dead array's record goes with it."""
+    import gc
+
+    from grposcope.diagnostics import lineage
+
+    def frozen(a: np.ndarray) -> np.ndarray:
+        a.flags.writeable = False
+        return a
+
+    old = frozen(np.arange(100.0))
+    new = frozen(np.concatenate([old, [100.0, 101.0]]))
+    lineage.note(new, old)
+    assert lineage.extends(new, old) and lineage.extends(new, new)
+    assert not lineage.extends(old, new)
+    newer = frozen(np.concatenate([new, [102.0]]))
+    lineage.note(newer, new)
+    assert lineage.extends(newer, old)  # through the chain
+    memo = RuleMemo()
+    memo.scope("s", old)["k"] = 1
+    assert memo.scope("s", newer) == {"k": 1}
+    copied = frozen(newer.copy())  # equal, but not recorded: found by comparing
+    assert memo.scope("s", copied) == {"k": 1}
+    rewritten = frozen(np.concatenate([[-1.0], newer[1:], [103.0]]))
+    assert memo.scope("s", rewritten) == {}  # not recorded, and its prefix differs
+    writeable = np.concatenate([old, [100.0]])
+    lineage.note(writeable, old)
+    assert not lineage.extends(writeable, old)  # could change after the fact: not recorded
+    gone = [id(new), id(newer)]
+    del new, newer
+    gc.collect()
+    assert all(k not in lineage._PARENTS or lineage._PARENTS[k][0]() is not None for k in gone)

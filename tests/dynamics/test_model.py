@@ -171,3 +171,19 @@ def test_a_grid_of_curves_equals_its_rows_one_by_one(zeta: float) -> None:
             want_g, want_h = unit_response(np.ascontiguousarray(row), zeta)
             np.testing.assert_array_equal(g_row, want_g)
             np.testing.assert_array_equal(h_row, want_h)
+
+
+def test_step_spacing_is_the_median_gap_whatever_the_gaps():
+    """Even steps take the first gap; uneven integer steps a histogram; float steps or huge
+    gaps the partition: each the median of the gaps, exactly (repeated steps included)."""
+    from grposcope.dynamics.smoothing import step_spacing
+
+    rng = np.random.default_rng(3)
+    for _ in range(3000):
+        n = int(rng.integers(2, 80))
+        gaps = rng.integers(0, int(rng.integers(1, 40)), size=n - 1)
+        steps = np.concatenate([[int(rng.integers(0, 1000))], gaps]).cumsum()
+        assert step_spacing(steps) == float(np.median(np.diff(steps)))
+    assert step_spacing(np.array([0, 1, 2, 10**9, 10**9 + 1])) == 1.0
+    assert step_spacing(np.array([0, 10**9, 2 * 10**9, 3 * 10**9 + 7])) == 1e9
+    assert step_spacing(np.array([0.0, 0.5, 1.5, 2.0])) == 0.5

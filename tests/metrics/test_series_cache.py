@@ -239,3 +239,41 @@ def test_series_reads_look_up_a_key_id_once_per_process(api):
             assert len(asked) == before + 1  # only the unknown name is asked for
     finally:
         event.remove(engine, "before_cursor_execute", count)
+
+
+def test_keys_at_the_same_steps_share_one_read_only_array_known_to_have_grown(api):
+    """What keeps a long run's refit proportional to its tail: the worker's reads hand out the
+    cache's own read-only arrays; keys logged at the same steps share one steps array (the
+    rules then see it without comparing 100,000 steps), and each grown array is recorded as
+    extending the one it grew from (the memo then trusts it without comparing prefixes). A key
+    logged at other steps keeps its own, and the values are the database's."""
+    from grposcope.db import session_scope
+    from grposcope.diagnostics import lineage
+    from grposcope.metrics.service import load_many_arrays
+
+    run = make_run(api, api.alpha)
+    body = [{"step": s, "metrics": {"reward": s / 10, "kl": -s, **({"ev": 1.0} if s % 5 else {})}}
+            for s in range(200)]  # fmt: skip
+    ingest(api, api.alpha, run["id"], body)
+
+    def read() -> dict:
+        with session_scope(api.client.app.state.session_factory) as session:
+            return load_many_arrays(session, run["id"], ["reward", "kl", "ev"])
+
+    first = read()
+    assert first["reward"][0] is first["kl"][0]
+    assert first["ev"][0] is not first["reward"][0] and first["ev"][0].size == 160
+    for steps, values in first.values():
+        assert not steps.flags.writeable and not values.flags.writeable
+    more = [{"step": s, "metrics": {"reward": s / 10, "kl": -s, "ev": 2.0}}
+            for s in range(200, 230)]  # fmt: skip
+    ingest(api, api.alpha, run["id"], more)
+    grown = read()
+    assert grown["reward"][0] is grown["kl"][0] and grown["reward"][0].size == 230
+    assert np.array_equal(grown["reward"][0], np.arange(230))
+    assert np.array_equal(grown["kl"][1], -np.arange(230.0))
+    assert grown["ev"][0] is not grown["reward"][0] and grown["ev"][1][-1] == 2.0
+    for key in ("reward", "kl", "ev"):
+        for new, old in zip(grown[key], first[key], strict=True):
+            assert lineage.extends(new, old) and not lineage.extends(old, new)
+    assert not lineage.extends(grown["kl"][1], first["reward"][1])  # another key's values

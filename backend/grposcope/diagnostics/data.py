@@ -81,16 +81,23 @@ class RunData:
 
         Computed once per evaluation and shared: a dozen rules read the reward's, and the
         same arrays let merge see that their sub-conditions sit on the same steps without
-        comparing 100,000 of them. Read-only, so no rule can change another's input."""
+        comparing 100,000 of them. Read-only, so no rule can change another's input. A series
+        with no non-finite point that is already read-only (the worker's cached series) is
+        handed on as it is: no copy, and the arrays keep their identity (keys logged at the
+        same steps share one steps array, and the memo knows them as extensions of the last
+        refit's, lineage.py)."""
         got = self._finite.get(key) if key is not None else None
         if got is None:
             raw = self.get(key)
             if raw is None:
                 return None
             keep = np.isfinite(raw[1])
-            got = (raw[0][keep], raw[1][keep])
-            for a in got:
-                a.flags.writeable = False
+            if keep.all() and not (raw[0].flags.writeable or raw[1].flags.writeable):
+                got = raw
+            else:
+                got = (raw[0][keep], raw[1][keep])
+                for a in got:
+                    a.flags.writeable = False
             self._finite[key] = got  # type: ignore[index]
         return got
 

@@ -27,16 +27,22 @@ from typing import Any
 import numpy as np
 from cachetools import LRUCache
 
+from grposcope.diagnostics import lineage
+
 DEFAULT_MAX_POINTS = 4_000_000  # points referenced by all memos (~60 MB with their results)
 
 
 def _extends(new: tuple[np.ndarray, ...], old: tuple[np.ndarray, ...]) -> bool:
-    """Whether each new array starts with the old one (the old run only grew at its end)."""
+    """Whether each new array starts with the old one (the old run only grew at its end):
+    known without reading them when the series cache built the new one from the old
+    (lineage.py), else by comparing the prefix."""
     if len(new) != len(old):
         return False
     for a, b in zip(new, old, strict=True):
         if a.size < b.size or a.dtype != b.dtype:
             return False
+        if lineage.extends(a, b):
+            continue
         if not np.array_equal(a[: b.size], b, equal_nan=a.dtype.kind == "f"):
             return False
     return True

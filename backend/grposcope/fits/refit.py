@@ -107,11 +107,13 @@ def fit_keys(metric: str) -> list[str]:
 
 def fit_one(
     session: Session, run: Run, plan: SeriesPlan, cache: WarmCache | None,
-    force: bool = False, annotate: Annotate | None = None, loaded: Loaded | None = None,
+    previous: _Previous | None, force: bool = False, annotate: Annotate | None = None,
+    loaded: Loaded | None = None,
 ) -> FitSnapshot | None:  # fmt: skip
     """Fit one series and add its snapshot; None when it is empty, has no new point, has
     grown by less than the plan's ``min_growth`` (a share of the points of its last fit) or
-    its last fit is younger than its ``min_age_s``.
+    its last fit is younger than its ``min_age_s``. ``previous``: what the series' last
+    snapshot holds (`_previous`), None before its first.
 
     The series, its logged spread and the logged learning rate come in one read (one version
     and one key-id query, not three of each: this runs for every refit), or from ``loaded``,
@@ -126,7 +128,6 @@ def fit_one(
         return None
     steps, values = got[metric]
     last = int(steps.max())
-    previous = _previous(session, run.id, metric)
     if (
         not force
         and previous is not None
@@ -170,15 +171,25 @@ class _Previous(NamedTuple):
     created_at: datetime
 
 
-def _previous(session: Session, run_id: int, metric: str) -> _Previous | None:
+def _previous(session: Session, run_id: int, metrics: list[str]) -> dict[str, _Previous]:
+    """The last snapshot of each of the run's ``metrics`` that has one, in one statement (a
+    refit asks it for the reward and the eval series: one round trip, not two)."""
     payload = FitSnapshot.payload
-    row = session.execute(
-        select(FitSnapshot.step, payload["constrained"], payload["oscillator"],
-               payload["n_points"], payload["success"], FitSnapshot.created_at)
+    # One newest-id lookup per metric (an index's top entry each; a max() grouped by metric
+    # would read every snapshot of a long run)
+    last = [
+        select(FitSnapshot.id)
         .where(FitSnapshot.run_id == run_id, FitSnapshot.metric == metric)
-        .order_by(FitSnapshot.id.desc()).limit(1)
-    ).first()  # fmt: skip
-    return None if row is None else _Previous(*row)
+        .order_by(FitSnapshot.id.desc()).limit(1).scalar_subquery()
+        for metric in metrics
+    ]  # fmt: skip
+    rows = session.execute(
+        select(FitSnapshot.metric, FitSnapshot.step, payload["constrained"],
+               payload["oscillator"], payload["n_points"], payload["success"],
+               FitSnapshot.created_at)
+        .where(FitSnapshot.id.in_(last))
+    )  # fmt: skip
+    return {metric: _Previous(*rest) for metric, *rest in rows}
 
 
 def _too_little_new(previous: _Previous, last: int, values: Any, min_growth: float) -> bool:
@@ -267,9 +278,11 @@ def refit_run(session: Session, run: Run, keys: Iterable[str], cache: WarmCache 
     con_growth = CONSTRAINED_GROWTH_BEHIND if behind else CONSTRAINED_GROWTH
     wanted = ((reward, hyper, 0.0, 0.0), (eval_key(keys, reward), None, EVAL_GROWTH, eval_age))
     plans = [SeriesPlan(m, h, g, a, con_growth) for m, h, g, a in wanted if m is not None]
+    previous = _previous(session, run.id, [plan.metric for plan in plans]) if plans else {}
     for plan in plans:
         try:
-            snap = fit_one(session, run, plan, cache, force, annotate, loaded)
+            snap = fit_one(session, run, plan, cache, previous.get(plan.metric), force,
+                           annotate, loaded)  # fmt: skip
         except Exception:  # noqa: BLE001 - one odd series must not stop the worker
             log.exception("run %s: fitting %r failed", run.id, plan.metric)
             continue

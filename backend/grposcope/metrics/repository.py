@@ -35,13 +35,6 @@ class Columns:
         start = int(np.searchsorted(self.steps, step, side="right"))
         return Columns(self.steps[start:], self.values[start:], self.flags[start:])
 
-    def extended(self, more: Columns) -> Columns:
-        return Columns(
-            np.concatenate([self.steps, more.steps]),
-            np.concatenate([self.values, more.values]),
-            np.concatenate([self.flags, more.flags]),
-        )
-
 
 EMPTY = Columns(np.empty(0, np.int64), np.empty(0), np.empty(0, np.int8))
 

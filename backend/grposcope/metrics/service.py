@@ -11,6 +11,7 @@ to the database.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +19,7 @@ import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from grposcope.diagnostics import lineage
 from grposcope.errors import InvalidInput
 from grposcope.metrics import repository as repo
 from grposcope.metrics.cache import Entry, SeriesCache, session_cache
@@ -78,21 +80,61 @@ def cached_many(session: Session, run_id: int, key_ids: list[int],
         elif entry is not None and entry.version[0] == version[0] and len(entry.cols):
             stale[key_id] = entry
     tails = repo.fetch_tails(session, run_id, {k: int(e.cols.steps[-1]) for k, e in stale.items()})
+    grown: dict[tuple[int, bytes], np.ndarray] = {}
     for key_id, entry in stale.items():
         total, tail = tails.get(key_id, (0, EMPTY))
         if len(entry.cols) + len(tail) != total:
             continue  # rewritten below its end (or emptied): read again below
         cache.stats.tails += 1
         # no new point: another key of the run moved, and this one's answers still hold
-        out[key_id] = (Entry(entry.cols.extended(tail), version) if len(tail)
+        out[key_id] = (Entry(_grow(entry.cols, tail, grown), version) if len(tail)
                        else Entry(entry.cols, version, entry.answers))  # fmt: skip
         cache.put((where, run_id, key_id), out[key_id])
     for key_id in key_ids:
         if key_id not in out:
             cache.stats.full_reads += 1
-            out[key_id] = Entry(repo.fetch(session, run_id, key_id), version)
+            cols = _shared_steps(_freeze(repo.fetch(session, run_id, key_id)), out.values())
+            out[key_id] = Entry(cols, version)
             cache.put((where, run_id, key_id), out[key_id])
     return out
+
+
+# Cached series are read-only and handed out as they are (`load_many_arrays`): keys logged at
+# the same steps share one steps array, so the rules see that their series sit on the same
+# steps without comparing them (`smoothing.same_steps`), and each grown array is known to
+# extend the one it grew from (`diagnostics.lineage`), so the rules' memo need not compare
+# 100,000-point prefixes either: a refit's work on its series stays proportional to the tail.
+
+
+def _freeze(cols: Columns) -> Columns:
+    for a in (cols.steps, cols.values, cols.flags):
+        a.flags.writeable = False
+    return cols
+
+
+def _grow(cols: Columns, tail: Columns, grown: dict[tuple[int, bytes], np.ndarray]) -> Columns:
+    """``cols`` with ``tail`` appended. Keys whose steps were one array and whose tails sit on
+    the same steps get one new steps array (``grown`` holds those of this read)."""
+    shared = (id(cols.steps), tail.steps.tobytes())
+    steps = grown.get(shared)
+    if steps is None:
+        steps = grown[shared] = np.concatenate([cols.steps, tail.steps])
+        steps.flags.writeable = False
+        lineage.note(steps, cols.steps)
+    new = _freeze(Columns(steps, np.concatenate([cols.values, tail.values]),
+                          np.concatenate([cols.flags, tail.flags])))  # fmt: skip
+    lineage.note(new.values, cols.values)
+    return new
+
+
+def _shared_steps(cols: Columns, others: Iterable[Entry]) -> Columns:
+    """A series read whole takes the steps array of another key of the run with the same
+    steps, if one is held (compared once, here, instead of by every rule at every refit)."""
+    for other in others:
+        steps = other.cols.steps
+        if steps is not cols.steps and np.array_equal(steps, cols.steps):
+            return Columns(steps, cols.values, cols.flags)
+    return cols
 
 
 def _answer(entry: Entry, max_points: int | None, cache: SeriesCache | None) -> dict[str, Any]:
@@ -181,13 +223,19 @@ class Loaded:
 
 
 def load_many_arrays(
-    session: Session, run_id: int, keys: list[str]
+    session: Session, run_id: int, keys: list[str], version: tuple[Any, Any] | None = None
 ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """``load_arrays`` for several keys of one run (the rules read up to eight per refit),
     with the run's version and the key ids read once: on Postgres under load each round trip
     costs milliseconds, and two per key per refit took the 50-live-run refit p95 from 1.3 s
-    to 2.9 s. Keys the run has never logged are left out."""
-    version = repo.run_version(session, run_id)
+    to 2.9 s. Keys the run has never logged are left out.
+
+    ``version``: the run's (created_at, updated_at) as the caller read them in this
+    transaction *before* this call (the worker's run row), which saves reading them again.
+    Read earlier than the points, it can only be older than what the points show: an entry
+    stamped with it is re-checked, never wrongly trusted, at the next read."""
+    if version is None:
+        version = repo.run_version(session, run_id)
     ids = repo.key_ids(session, keys)
     entries = cached_many(session, run_id, list(ids.values()), version)
     out = {}
@@ -211,8 +259,12 @@ def _floats(cols: Columns) -> np.ndarray:
 
 
 def _read_only(a: np.ndarray) -> np.ndarray:
-    """A read-only view of a cached array (shared with other readers: never to be changed);
-    a caller that tries to write raises instead of corrupting the cache."""
+    """A cached array, read-only (shared with other readers: never to be changed): a caller
+    that tries to write raises instead of corrupting the cache. The cache's own arrays are
+    read-only already and go out as they are (their identity is what tells the rules that
+    two series share steps, see `_grow`); others as a read-only view."""
+    if not a.flags.writeable:
+        return a
     view = a.view()
     view.flags.writeable = False
     return view

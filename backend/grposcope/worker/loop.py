@@ -237,8 +237,10 @@ def read_once(session: Session, run: Run) -> Loaded:
         if metric is not None:
             wanted.update(fit_keys(metric))
     # Only keys the run has logged: a name it never logged (an eval's `_std`) has no id to
-    # cache, so asking for it cost a key query every refit.
-    return Loaded(keys, load_many_arrays(session, run.id, sorted(wanted & set(keys))))
+    # cache, so asking for it cost a key query every refit. The run row, read at the start of
+    # this transaction, is the version the series are checked against (no second read).
+    version = (run.created_at, run.updated_at)
+    return Loaded(keys, load_many_arrays(session, run.id, sorted(wanted & set(keys)), version))
 
 
 def _smallest_stall_limit(session: Session, default: float) -> float:
