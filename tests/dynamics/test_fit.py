@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -9,7 +10,7 @@ import numpy as np
 import pytest
 
 from grposcope.dynamics.continuum import Hyper, continuum_coefficients
-from grposcope.dynamics.fit import MIN_POINTS, fit_series
+from grposcope.dynamics.fit import MIN_POINTS, WarmStart, fit_series
 from grposcope.dynamics.model import plateau_s, trajectory
 
 RANGE = 0.8  # p* − p0 of the synthetic curves
@@ -126,6 +127,41 @@ def test_warm_start_matches_cold_fit() -> None:
     assert warm.success
     assert warm.oscillator.p_star == pytest.approx(cold.oscillator.p_star, abs=0.01 * RANGE)
     assert warm.oscillator.zeta == pytest.approx(cold.oscillator.zeta, rel=0.05)
+
+
+def test_the_single_exponential_rides_the_warm_chain(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A warm refit starts the exponential from the previous one (it was fitted cold at every
+    refit): the same answer as a cold fit, from a start far off too; a warm start from
+    another origin, or one read back from a stored snapshot (no exponential), is cold."""
+    t, y, _ = _curve(0.6, seed=5)
+    first = fit_series(t[:390], y[:390])
+    cold, warm = fit_series(t, y).single_exponential, fit_series(t, y, warm=first)
+    got = warm.single_exponential
+    assert got.p_star == pytest.approx(cold.p_star, abs=0.01 * RANGE)
+    assert got.rate == pytest.approx(cold.rate, rel=0.02) and got.aic <= cold.aic + 1.0
+    seed = WarmStart.of(first)
+    assert seed is not None and seed.exponential == first.single_exponential
+    far = dataclasses.replace(
+        seed,
+        exponential=dataclasses.replace(
+            seed.exponential, p_star=seed.exponential.p_star + RANGE, rate=seed.exponential.rate * 3
+        ),
+    )
+    again = fit_series(t, y, warm=far).single_exponential
+    assert again.p_star == pytest.approx(cold.p_star, abs=0.01 * RANGE)
+    elsewhere = dataclasses.replace(
+        seed, exponential=dataclasses.replace(seed.exponential, t0=seed.exponential.t0 + 50.0)
+    )
+    stored = dataclasses.replace(seed, exponential=None)
+    for other in (elsewhere, stored):  # fitted cold: exactly the cold fit's exponential
+        assert fit_series(t, y, warm=other).single_exponential == cold
+    from grposcope.dynamics import fit_core
+
+    def no_grid(prob):  # noqa: ANN001, ANN202
+        raise AssertionError("a warm refit searched the exponential's grid")
+
+    monkeypatch.setattr(fit_core, "exponential_starts", no_grid)
+    assert fit_series(t, y, warm=first).single_exponential == got
 
 
 def test_binning_keeps_the_answer() -> None:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -11,6 +12,7 @@ from grposcope import series_roles
 from grposcope.diagnostics.memo import RuleMemo
 
 Series = tuple[np.ndarray, np.ndarray]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,17 @@ class RunData:
     # finite points by key, filled by finite(): never part of the value, and a replace()
     # starts with an empty one (another run, or a longer prefix of this one)
     _finite: dict[str, Series] = field(default_factory=dict, init=False, compare=False, repr=False)
+    # what several rules compute from the same inputs, filled by once() (as _finite)
+    _shared: dict[Hashable, Any] = field(default_factory=dict, init=False, compare=False,
+                                         repr=False)  # fmt: skip
+
+    def once(self, key: Hashable, compute: Callable[[], T]) -> T:
+        """``compute()``, called once per evaluation for ``key`` and shared by the rules
+        that ask for it (a pure function of this run's data: the same inputs, the same
+        numbers, so computing it again was waste). Never part of the value."""
+        if key not in self._shared:
+            self._shared[key] = compute()
+        return self._shared[key]  # type: ignore[no-any-return]
 
     def get(self, key: str | None) -> Series | None:
         if key is None or key not in self.series:

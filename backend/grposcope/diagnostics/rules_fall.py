@@ -39,7 +39,7 @@ def reward_fall(data: RunData, p: Params) -> Sub | None:
     w = points(p["smooth_window"], s)
     if s.size < 2 * w:
         return None
-    f = fall_arrays(v, w, float(p["fall_sigmas"]), scope(data.memo, "reward", s, v))
+    f = reward_fall_arrays(data, s, v, w, float(p["fall_sigmas"]))
     share = f["share"]
     level = np.where(f["significant"] & (share >= p["collapse_fraction"]), 2, 0)
     level = np.where(f["significant"] & _deep(v, w, f, p), 3, level).astype(np.int8)
@@ -71,8 +71,28 @@ def _eval_since(data: RunData, peak_step: int, now_step: int) -> dict:
             "eval_now": r(evals[now[-1]])}  # fmt: skip
 
 
-def fall_arrays(v: np.ndarray, w: int, sigmas: float, kept: dict | None = None) -> dict:
-    """Level, running peak, gain, fall, its share and significance at every index.
+def reward_fall_arrays(data: RunData, s: np.ndarray, v: np.ndarray, w: int,
+                       sigmas: float) -> dict:  # fmt: skip
+    """`fall_arrays` of the run's reward (``s``, ``v``: its finite points) over ``w`` points.
+    What does not depend on ``sigmas`` is computed once per evaluation (`RunData.once`):
+    reward_fall and plateau_reached's never-learns form both read it, and on a 100,000-step
+    run it was a tenth of a refit."""
+    base = data.once(("fall", data.reward_key, w),
+                     lambda: fall_base(v, w, scope(data.memo, "reward", s, v)))  # fmt: skip
+    return fall_arrays(base, sigmas)
+
+
+def fall_arrays(base: dict, sigmas: float) -> dict:
+    """Level, running peak, gain, fall, its share (`fall_base`) and its significance at every
+    index: the fall and the gain beyond ``sigmas`` standard errors of the fall, plus the
+    running peak's expected excess over the level (`max_bias`)."""
+    bar = sigmas * base["se_diff"] + base["bias"]
+    significant = base["valid"] & (base["gain"] > bar) & (base["fall"] > bar)
+    return {**base, "bar": bar, "significant": significant}
+
+
+def fall_base(v: np.ndarray, w: int, kept: dict | None = None) -> dict:
+    """`fall_arrays` without the significance bar's multiple.
 
     The fall is the difference of two window means, the one at the peak and the one now, so
     its standard error is √(SE_peak² + SE_now²): SE_peak from the history up to the peak, SE_now
@@ -92,12 +112,15 @@ def fall_arrays(v: np.ndarray, w: int, sigmas: float, kept: dict | None = None) 
     se = np.maximum(se_hist, recent_white_se(v, w, 3 * w))
     se_diff = np.sqrt(se_hist[peak_at] ** 2 + se**2)
     n_windows = np.maximum((idx + 1) / w, 1.0)
-    bar = sigmas * se_diff + max_bias(n_windows) * se_hist[peak_at]
+    bias = max_bias(n_windows) * se_hist[peak_at]
     share = np.where(gain > 0, fall / np.where(gain > 0, gain, 1.0), 0.0)
-    significant = valid & (gain > bar) & (fall > bar)
-    return {"level": level, "peak": peak, "peak_at": peak_at, "start": start, "gain": gain,
-            "fall": fall, "se": se, "bar": bar, "share": share,
-            "significant": significant}  # fmt: skip
+    out = {"level": level, "peak": peak, "peak_at": peak_at, "start": start, "gain": gain,
+           "fall": fall, "se": se, "se_diff": se_diff, "bias": bias, "share": share,
+           "valid": valid}  # fmt: skip
+    for a in out.values():
+        if isinstance(a, np.ndarray):
+            a.flags.writeable = False  # shared by the rules that read it
+    return out
 
 
 def _deep(v: np.ndarray, w: int, f: dict, p: Params) -> np.ndarray:

@@ -3,7 +3,7 @@ its plateau on the first step, and every step it runs is wasted compute.
 
 From the reward alone "no significant gain yet" cannot tell a run that will never learn from
 a slow starter: measured on the real logs, with the noise-aware bar the reward-fall rule uses
-(`rules_fall.fall_arrays`), most healthy runs show no *significant* gain for their first 50
+(`rules_fall.fall_base`), most healthy runs show no *significant* gain for their first 50
 steps, several for 100 or more. What separates them is whether the policy moves at all: a run
 whose update does nothing (learning rate far too small, frozen weights, adapters not attached)
 keeps its KL to the reference near zero, while a learning run's KL grows by orders of
@@ -18,7 +18,7 @@ import numpy as np
 
 from grposcope.diagnostics.data import KL_KEYS, RunData
 from grposcope.diagnostics.memo import scope
-from grposcope.diagnostics.rules_fall import fall_arrays
+from grposcope.diagnostics.rules_fall import reward_fall_arrays
 from grposcope.diagnostics.signal import level_at, points, r, trailing_median
 from grposcope.diagnostics.types import Sub
 
@@ -36,7 +36,7 @@ def no_learning(data: RunData, p: Params) -> Sub | None:
     w = points(p["smooth_window"], s)
     if s.size < 2 * w or ks.size == 0:
         return None
-    f = fall_arrays(v, w, float(p["min_gain_sigmas"]), scope(data.memo, "reward", s, v))
+    f = reward_fall_arrays(data, s, v, w, float(p["min_gain_sigmas"]))
     kl_kept = scope(data.memo, ("kl", kl_key), ks, kv)  # earlier refits' medians (memo.py)
     kl = level_at(ks, trailing_median(np.abs(kv), points(p["smooth_window"], ks), kl_kept), s)
     old_enough = (s - s[0] >= p["no_gain_steps"]) & (s >= ks[0])

@@ -66,6 +66,9 @@ class WarmStart:
     t0: float
     t0_fitted: bool
     cold_points: int  # points of the cold fit the previous fit's warm chain started from
+    # the previous single exponential (a result in memory has it; a stored snapshot's warm
+    # start does not, and its exponential is then fitted cold)
+    exponential: ExponentialFit | None = None
 
     @classmethod
     def of(cls, result: FitResult) -> WarmStart | None:
@@ -74,7 +77,7 @@ class WarmStart:
         if o is None or not result.success:
             return None
         return cls(o.p_star, o.p0, o.omega0, o.zeta, o.t0, len(result.theta) > 4,
-                   result.cold_points or result.n_points)  # fmt: skip
+                   result.cold_points or result.n_points, result.single_exponential)  # fmt: skip
 
 
 @dataclass(frozen=True)
