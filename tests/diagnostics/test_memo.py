@@ -159,3 +159,28 @@ def test_a_recorded_extension_is_trusted_and_anything_else_is_compared():
     del new, newer
     gc.collect()
     assert all(k not in lineage._PARENTS or lineage._PARENTS[k][0]() is not None for k in gone)
+
+
+def test_one_evaluation_computes_a_shared_quantity_once_per_array():
+    """RunData.once: what several rules take of the same series (the reward's trailing mean,
+    its window noise, its fall arrays) is computed once per evaluation and handed out
+    read-only; another array, or another RunData (a longer prefix), computes its own."""
+    from grposcope.diagnostics.noise import causal_window_se, shared_window_se
+    from grposcope.diagnostics.signal import shared_trailing_mean, trailing_mean
+
+    data = RunData(series=_run(400, 1), reward_key="reward")
+    s, v = data.finite("reward")
+    first = shared_trailing_mean(data, v, 10)
+    assert shared_trailing_mean(data, v, 10) is first and not first.flags.writeable
+    assert np.array_equal(first, trailing_mean(v, 10))
+    assert shared_trailing_mean(data, v, 11) is not first
+    other = v.copy()
+    assert shared_trailing_mean(data, other, 10) is not first  # its own entry
+    se = shared_window_se(data, v, 10)
+    assert shared_window_se(data, v, 10) is se
+    assert np.array_equal(se, causal_window_se(v, 10))
+    calls = []
+    assert data.once("k", lambda: calls.append(1) or 7, anchor=v) == 7
+    assert data.once("k", lambda: calls.append(1) or 8, anchor=v) == 7 and calls == [1]
+    assert data.once("k", lambda: 9, anchor=other) == 9  # another array: not the held one
+    assert replace(data).once("k", lambda: 10, anchor=v) == 10  # a new evaluation

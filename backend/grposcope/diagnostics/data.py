@@ -75,13 +75,17 @@ class RunData:
     _shared: dict[Hashable, Any] = field(default_factory=dict, init=False, compare=False,
                                          repr=False)  # fmt: skip
 
-    def once(self, key: Hashable, compute: Callable[[], T]) -> T:
+    def once(self, key: Hashable, compute: Callable[[], T], anchor: Any = None) -> T:
         """``compute()``, called once per evaluation for ``key`` and shared by the rules
         that ask for it (a pure function of this run's data: the same inputs, the same
-        numbers, so computing it again was waste). Never part of the value."""
-        if key not in self._shared:
-            self._shared[key] = compute()
-        return self._shared[key]  # type: ignore[no-any-return]
+        numbers, so computing it again was waste). Never part of the value. ``anchor``: the
+        array the key names by ``id()``; it is held with the result, so the id cannot pass
+        to another array while the entry lives, and an entry for another array is not
+        returned."""
+        held = self._shared.get(key)
+        if held is None or held[0] is not anchor:
+            held = self._shared[key] = (anchor, compute())
+        return held[1]  # type: ignore[no-any-return]
 
     def get(self, key: str | None) -> Series | None:
         if key is None or key not in self.series:

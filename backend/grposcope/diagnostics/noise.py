@@ -12,10 +12,14 @@ detrended series directly, so whatever correlation there is at scale w is in it.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from grposcope.diagnostics.signal import trailing_mean
+
+if TYPE_CHECKING:
+    from grposcope.diagnostics.data import RunData
 
 DETREND = 4  # the trend is a centred mean over DETREND·w + 1 points
 HISTORY = 60  # the batch estimate reads the last HISTORY windows
@@ -98,6 +102,22 @@ def causal_window_se(values: np.ndarray, w: int, every: int | None = None,
     if kept is not None:
         kept[("window_se", w, every)] = batch
     return np.maximum(white, batch)
+
+
+def shared_window_se(data: RunData | None, values: np.ndarray, w: int,
+                     kept: dict | None = None) -> np.ndarray:  # fmt: skip
+    """`causal_window_se`, once per evaluation for each array and window (`RunData.once`:
+    three rules take the reward's); read-only (shared). Without ``data``, computed as asked."""
+    if data is None:
+        return causal_window_se(values, w, kept=kept)
+    w = max(1, int(w))
+
+    def compute() -> np.ndarray:
+        out = causal_window_se(values, w, kept=kept)
+        out.flags.writeable = False
+        return out
+
+    return data.once(("window_se", id(values), w), compute, anchor=values)
 
 
 def recent_white_se(values: np.ndarray, w: int, span: int) -> np.ndarray:

@@ -23,8 +23,8 @@ import numpy as np
 
 from grposcope.diagnostics.data import RunData
 from grposcope.diagnostics.memo import scope
-from grposcope.diagnostics.noise import causal_window_se, max_bias, recent_white_se
-from grposcope.diagnostics.signal import points, r, trailing_mean
+from grposcope.diagnostics.noise import max_bias, recent_white_se, shared_window_se
+from grposcope.diagnostics.signal import points, r, shared_trailing_mean, trailing_mean
 from grposcope.diagnostics.types import Sub
 
 Params = dict[str, float]
@@ -78,7 +78,7 @@ def reward_fall_arrays(data: RunData, s: np.ndarray, v: np.ndarray, w: int,
     reward_fall and plateau_reached's never-learns form both read it, and on a 100,000-step
     run it was a tenth of a refit."""
     base = data.once(("fall", data.reward_key, w),
-                     lambda: fall_base(v, w, scope(data.memo, "reward", s, v)))  # fmt: skip
+                     lambda: fall_base(v, w, scope(data.memo, "reward", s, v), data))  # fmt: skip
     return fall_arrays(base, sigmas)
 
 
@@ -91,7 +91,8 @@ def fall_arrays(base: dict, sigmas: float) -> dict:
     return {**base, "bar": bar, "significant": significant}
 
 
-def fall_base(v: np.ndarray, w: int, kept: dict | None = None) -> dict:
+def fall_base(v: np.ndarray, w: int, kept: dict | None = None,
+              data: RunData | None = None) -> dict:  # fmt: skip
     """`fall_arrays` without the significance bar's multiple.
 
     The fall is the difference of two window means, the one at the peak and the one now, so
@@ -101,14 +102,14 @@ def fall_base(v: np.ndarray, w: int, kept: dict | None = None) -> dict:
     there brings the noise back).
     """
     idx = np.arange(v.size)
-    level = trailing_mean(v, w)
+    level = shared_trailing_mean(data, v, w)
     valid = idx >= w - 1
     masked = np.where(valid, level, -np.inf)
     peak = np.maximum.accumulate(masked)
     peak_at = _running_argmax(masked)
     start = float(level[w - 1])
     gain, fall = peak - start, peak - level
-    se_hist = causal_window_se(v, w, kept=kept)
+    se_hist = shared_window_se(data, v, w, kept)
     se = np.maximum(se_hist, recent_white_se(v, w, 3 * w))
     se_diff = np.sqrt(se_hist[peak_at] ** 2 + se**2)
     n_windows = np.maximum((idx + 1) / w, 1.0)

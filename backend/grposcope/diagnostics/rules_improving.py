@@ -19,7 +19,7 @@ import math
 import numpy as np
 
 from grposcope.diagnostics.data import RunData, component_keys
-from grposcope.diagnostics.signal import points, r, trailing_mean, window_trends
+from grposcope.diagnostics.signal import points, r, shared_trailing_mean, window_trends
 from grposcope.dynamics.smoothing import last_index_at
 
 Params = dict[str, float]
@@ -70,7 +70,7 @@ def _gain_left(data: RunData, p: Params, at: np.ndarray, out: list[dict]) -> Non
     if s.size == 0:
         return
     w = points(p["smooth_window"], s)
-    level = trailing_mean(v, w)
+    level = shared_trailing_mean(data, v, w)
     fit_steps = np.array([f.step for f in fits])
     for i, step in enumerate(at.tolist()):
         j, k = (

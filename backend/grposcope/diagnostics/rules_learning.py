@@ -16,10 +16,10 @@ from grposcope.diagnostics.data import (
 )
 from grposcope.diagnostics.memo import scope
 from grposcope.diagnostics.merge import merge
-from grposcope.diagnostics.noise import causal_window_se
+from grposcope.diagnostics.noise import shared_window_se
 from grposcope.diagnostics.rules_improving import improving_checks
 from grposcope.diagnostics.rules_stuck import no_learning
-from grposcope.diagnostics.signal import noise_sd, points, r, trailing_mean
+from grposcope.diagnostics.signal import noise_sd, points, r, shared_trailing_mean, trailing_mean
 from grposcope.diagnostics.types import Sub, Trace
 from grposcope.dynamics.smoothing import last_index_at
 
@@ -45,9 +45,9 @@ def reward_hacking(data: RunData, p: Params) -> Trace | str:
     if es.size < k + 1 or ts.size < 3:
         return f"{es.size} eval points so far; the rule needs {k + 1}"
     w = points(p["train_window"], ts)
-    t_level = trailing_mean(tv, w)
+    t_level = shared_trailing_mean(data, tv, w)
     t_se = noise_sd(tv) / math.sqrt(min(w, tv.size))
-    e_level = trailing_mean(evals, k)
+    e_level = shared_trailing_mean(data, evals, k)
     e_se = noise_sd(evals) / math.sqrt(k) if evals.size >= 4 else 0.0
     idx = last_index_at(ts, es)
     t0, e0 = t_level[min(w, tv.size) - 1], e_level[k - 1]
@@ -137,7 +137,7 @@ def _iid_prediction(data: RunData, at: np.ndarray, w: int) -> np.ndarray:
     s, v = reward
     if s.size == 0 or v.min() < 0.0 or v.max() > 1.0:
         return out  # not a binary (0/1) reward: no closed-form expectation
-    level = trailing_mean(v, w)
+    level = shared_trailing_mean(data, v, w)
     idx = last_index_at(s, at)
     ok = idx >= 0
     prob = level[np.clip(idx, 0, None)]
@@ -159,16 +159,16 @@ def policy_concentration(data: RunData, p: Params) -> Trace | str:
     if s.size <= w or rs.size < 2:
         return f"{s.size} entropy points so far; the rule needs more than {w}"
     e_width, r_width = max(2, w // 5), max(2, points(p["window"], rs) // 5)
-    smooth = trailing_mean(v, e_width)
-    r_smooth = np.interp(s, rs, trailing_mean(rv, r_width))
+    smooth = shared_trailing_mean(data, v, e_width)
+    r_smooth = np.interp(s, rs, shared_trailing_mean(data, rv, r_width))
     levels = np.zeros(s.size, dtype=np.int8)
     then = smooth[:-w]
     drop = np.where(then > 0, (then - smooth[w:]) / np.where(then > 0, then, 1.0), 0.0)
     # Both moves must stand out of their own noise (a difference of two window means): on a
     # long plateau with the entropy near 0, "falls by half" and "still rises" are coin flips,
     # and without this the alert opened and resolved hundreds of times on a 100,000-step run.
-    e_se = causal_window_se(v, e_width, kept=scope(data.memo, "entropy", s, v))
-    r_se = np.interp(s, rs, causal_window_se(rv, r_width, kept=scope(data.memo, "reward", rs, rv)))
+    e_se = shared_window_se(data, v, e_width, scope(data.memo, "entropy", s, v))
+    r_se = np.interp(s, rs, shared_window_se(data, rv, r_width, scope(data.memo, "reward", rs, rv)))
     sig = p["min_sigmas"]
     rising = r_smooth[w:] - r_smooth[:-w] > sig * np.hypot(r_se[w:], r_se[:-w])
     rising &= then - smooth[w:] > sig * np.hypot(e_se[w:], e_se[:-w])

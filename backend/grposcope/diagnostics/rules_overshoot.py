@@ -18,8 +18,8 @@ import numpy as np
 
 from grposcope.diagnostics.data import FitPoint, RunData
 from grposcope.diagnostics.memo import scope
-from grposcope.diagnostics.noise import causal_window_se, max_bias
-from grposcope.diagnostics.signal import level_at, points, r, trailing_mean
+from grposcope.diagnostics.noise import max_bias, shared_window_se
+from grposcope.diagnostics.signal import level_at, points, r, shared_trailing_mean
 from grposcope.diagnostics.types import Sub
 
 Params = dict[str, float]
@@ -34,8 +34,8 @@ def overshoot(data: RunData, p: Params) -> Sub | None:
     w = points(p["smooth_window"], s)
     if s.size < 2 * w:
         return None
-    best = np.maximum.accumulate(trailing_mean(v, w))
-    se = causal_window_se(v, w, kept=scope(data.memo, "reward", s, v))
+    best = np.maximum.accumulate(shared_trailing_mean(data, v, w))
+    se = shared_window_se(data, v, w, scope(data.memo, "reward", s, v))
     bar = (p["fall_sigmas"] + max_bias(np.maximum(np.arange(1, s.size + 1) / w, 1.0))) * se
     steps = np.array([f.step for f in fits], dtype=np.int64)
     best_at, bar_at = level_at(s, best, steps), level_at(s, bar, steps)

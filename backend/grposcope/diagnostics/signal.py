@@ -4,10 +4,14 @@ evaluated on a prefix gives the same answer as on the whole run at that step."""
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from grposcope.dynamics.smoothing import last_index_at, robust_noise, step_spacing
+
+if TYPE_CHECKING:
+    from grposcope.diagnostics.data import RunData
 
 
 def trailing_mean(values: np.ndarray, width: int) -> np.ndarray:
@@ -19,6 +23,22 @@ def trailing_mean(values: np.ndarray, width: int) -> np.ndarray:
     out[:head] = c[:head] / np.arange(1, head + 1)
     out[head:] = (c[head:] - c[: c.size - head]) / width  # slices, not gathers: the rules
     return out  # take a dozen trailing means of 100,000-point series at every refit
+
+
+def shared_trailing_mean(data: RunData | None, values: np.ndarray, width: int) -> np.ndarray:
+    """`trailing_mean`, once per evaluation for each array and width (`RunData.once`): five
+    rules take the reward's mean over the same window, and on a 100,000-step run each pass
+    over the whole series costs. Read-only (shared); without ``data``, computed as asked."""
+    if data is None:
+        return trailing_mean(values, width)
+    width = max(1, int(width))
+    return data.once(("trailing_mean", id(values), width),
+                     lambda: _read_only(trailing_mean(values, width)), anchor=values)  # fmt: skip
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a
 
 
 def trailing_median(values: np.ndarray, width: int, kept: dict | None = None) -> np.ndarray:
