@@ -104,12 +104,11 @@ def causal_window_se(values: np.ndarray, w: int, every: int | None = None,
     return np.maximum(white, batch)
 
 
-def shared_window_se(data: RunData | None, values: np.ndarray, w: int,
+def shared_window_se(data: RunData, values: np.ndarray, w: int,
                      kept: dict | None = None) -> np.ndarray:  # fmt: skip
     """`causal_window_se`, once per evaluation for each array and window (`RunData.once`:
-    three rules take the reward's); read-only (shared). Without ``data``, computed as asked."""
-    if data is None:
-        return causal_window_se(values, w, kept=kept)
+    three rules take the reward's); read-only (shared). ``kept``: as there (only the call
+    that computes uses it)."""
     w = max(1, int(w))
 
     def compute() -> np.ndarray:

@@ -78,7 +78,7 @@ def reward_fall_arrays(data: RunData, s: np.ndarray, v: np.ndarray, w: int,
     reward_fall and plateau_reached's never-learns form both read it, and on a 100,000-step
     run it was a tenth of a refit."""
     base = data.once(("fall", data.reward_key, w),
-                     lambda: fall_base(v, w, scope(data.memo, "reward", s, v), data))  # fmt: skip
+                     lambda: fall_base(data, v, w, scope(data.memo, "reward", s, v)))  # fmt: skip
     return fall_arrays(base, sigmas)
 
 
@@ -91,9 +91,9 @@ def fall_arrays(base: dict, sigmas: float) -> dict:
     return {**base, "bar": bar, "significant": significant}
 
 
-def fall_base(v: np.ndarray, w: int, kept: dict | None = None,
-              data: RunData | None = None) -> dict:  # fmt: skip
-    """`fall_arrays` without the significance bar's multiple.
+def fall_base(data: RunData, v: np.ndarray, w: int, kept: dict | None = None) -> dict:
+    """`fall_arrays` without the significance bar's multiple (``v``: the reward of ``data``,
+    whose shared trailing mean and window noise it takes; ``kept``: the reward's memo scope).
 
     The fall is the difference of two window means, the one at the peak and the one now, so
     its standard error is √(SE_peak² + SE_now²): SE_peak from the history up to the peak, SE_now

@@ -25,12 +25,10 @@ def trailing_mean(values: np.ndarray, width: int) -> np.ndarray:
     return out  # take a dozen trailing means of 100,000-point series at every refit
 
 
-def shared_trailing_mean(data: RunData | None, values: np.ndarray, width: int) -> np.ndarray:
+def shared_trailing_mean(data: RunData, values: np.ndarray, width: int) -> np.ndarray:
     """`trailing_mean`, once per evaluation for each array and width (`RunData.once`): five
     rules take the reward's mean over the same window, and on a 100,000-step run each pass
-    over the whole series costs. Read-only (shared); without ``data``, computed as asked."""
-    if data is None:
-        return trailing_mean(values, width)
+    over the whole series costs. Read-only (shared)."""
     width = max(1, int(width))
     return data.once(("trailing_mean", id(values), width),
                      lambda: _read_only(trailing_mean(values, width)), anchor=values)  # fmt: skip

@@ -12,6 +12,11 @@ message: each read compares the run's (created_at, updated_at), which ingest set
 transaction as the points, with the version the entry was last checked at. The ingest path
 does not know this cache exists.
 
+The held arrays are read-only and handed to readers as they are (never copied, never
+changed): keys logged at the same steps share one steps array, and a grown series is recorded
+as extending the arrays it grew from (``metrics.service._grow``, ``diagnostics/lineage.py``), so
+the rules see both facts without comparing long arrays.
+
 Bounded by the number of points held (about 17 bytes each), least recently used first out: a
 ``cachetools.LRUCache`` whose item size is an entry's point count. One cache per process, held
 by whoever owns the engine (the app on ``app.state.series_cache``, a standalone worker) and

@@ -130,9 +130,13 @@ def _grow(cols: Columns, tail: Columns, grown: dict[tuple[int, bytes], np.ndarra
 def _shared_steps(cols: Columns, others: Iterable[Entry]) -> Columns:
     """A series read whole takes the steps array of another key of the run with the same
     steps, if one is held (compared once, here, instead of by every rule at every refit)."""
+    seen: set[int] = set()
     for other in others:
         steps = other.cols.steps
-        if steps is not cols.steps and np.array_equal(steps, cols.steps):
+        if id(steps) in seen or steps is cols.steps:
+            continue
+        seen.add(id(steps))
+        if np.array_equal(steps, cols.steps):
             return Columns(steps, cols.values, cols.flags)
     return cols
 
