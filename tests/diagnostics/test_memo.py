@@ -184,3 +184,5 @@ def test_one_evaluation_computes_a_shared_quantity_once_per_array():
     assert data.once("k", lambda: calls.append(1) or 8, anchor=v) == 7 and calls == [1]
     assert data.once("k", lambda: 9, anchor=other) == 9  # another array: not the held one
     assert replace(data).once("k", lambda: 10, anchor=v) == 10  # a new evaluation
+    shared = data.once("d", lambda: {"a": np.zeros(3), "n": 1})
+    assert not shared["a"].flags.writeable  # a shared result's arrays are read-only

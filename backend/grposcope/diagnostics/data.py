@@ -81,10 +81,15 @@ class RunData:
         numbers, so computing it again was waste). Never part of the value. ``anchor``: the
         array the key names by ``id()``; it is held with the result, so the id cannot pass
         to another array while the entry lives, and an entry for another array is not
-        returned."""
+        returned. Arrays in the result (itself, or a dict's values) are made read-only: every
+        rule that asks gets the same ones, and none may change another's."""
         held = self._shared.get(key)
         if held is None or held[0] is not anchor:
-            held = self._shared[key] = (anchor, compute())
+            value = compute()
+            for a in value.values() if isinstance(value, dict) else (value,):
+                if isinstance(a, np.ndarray):
+                    a.flags.writeable = False
+            held = self._shared[key] = (anchor, value)
         return held[1]  # type: ignore[no-any-return]
 
     def get(self, key: str | None) -> Series | None:

@@ -110,13 +110,8 @@ def shared_window_se(data: RunData, values: np.ndarray, w: int,
     three rules take the reward's); read-only (shared). ``kept``: as there (only the call
     that computes uses it)."""
     w = max(1, int(w))
-
-    def compute() -> np.ndarray:
-        out = causal_window_se(values, w, kept=kept)
-        out.flags.writeable = False
-        return out
-
-    return data.once(("window_se", id(values), w), compute, anchor=values)
+    return data.once(("window_se", id(values), w),
+                     lambda: causal_window_se(values, w, kept=kept), anchor=values)  # fmt: skip
 
 
 def recent_white_se(values: np.ndarray, w: int, span: int) -> np.ndarray:

@@ -115,13 +115,9 @@ def fall_base(data: RunData, v: np.ndarray, w: int, kept: dict | None = None) ->
     n_windows = np.maximum((idx + 1) / w, 1.0)
     bias = max_bias(n_windows) * se_hist[peak_at]
     share = np.where(gain > 0, fall / np.where(gain > 0, gain, 1.0), 0.0)
-    out = {"level": level, "peak": peak, "peak_at": peak_at, "start": start, "gain": gain,
-           "fall": fall, "se": se, "se_diff": se_diff, "bias": bias, "share": share,
-           "valid": valid}  # fmt: skip
-    for a in out.values():
-        if isinstance(a, np.ndarray):
-            a.flags.writeable = False  # shared by the rules that read it
-    return out
+    return {"level": level, "peak": peak, "peak_at": peak_at, "start": start, "gain": gain,
+            "fall": fall, "se": se, "se_diff": se_diff, "bias": bias, "share": share,
+            "valid": valid}  # fmt: skip
 
 
 def _deep(v: np.ndarray, w: int, f: dict, p: Params) -> np.ndarray:

@@ -31,12 +31,7 @@ def shared_trailing_mean(data: RunData, values: np.ndarray, width: int) -> np.nd
     over the whole series costs. Read-only (shared)."""
     width = max(1, int(width))
     return data.once(("trailing_mean", id(values), width),
-                     lambda: _read_only(trailing_mean(values, width)), anchor=values)  # fmt: skip
-
-
-def _read_only(a: np.ndarray) -> np.ndarray:
-    a.flags.writeable = False
-    return a
+                     lambda: trailing_mean(values, width), anchor=values)  # fmt: skip
 
 
 def trailing_median(values: np.ndarray, width: int, kept: dict | None = None) -> np.ndarray:
