@@ -76,3 +76,74 @@ def test_a_later_episode_gets_its_own_alert_not_the_old_ones_evidence(api):
     assert step(_outcome("firing", (10, 30), (40, None))) == []  # stable on the next refit
     assert step(_outcome("ok", (10, 30), (40, 60))) == ["resolved"]
     assert [a[:3] for a in alerts()] == [("resolved", 10, 30), ("resolved", 40, 60)]
+
+
+def test_one_read_gives_open_alerts_and_each_kinds_latest_covered_step(api):
+    """`alert_state` is the reconciliation's one read: open and acknowledged alerts by kind,
+    and per kind the latest step any of its alerts (open or resolved) covers."""
+    from sqlalchemy import event
+
+    from grposcope.alerts.repository import alert_state
+    from grposcope.db import session_scope
+    from grposcope.models import Alert, utcnow
+
+    run_id = make_run(api, api.alpha)["id"]
+    other = make_run(api, api.alpha, name="other", run_key="key-b")["id"]
+    factory = api.client.app.state.session_factory
+    rows = [  # (run, kind, state, opened, resolved)
+        (run_id, "reward_hacking", "resolved", 5, 40),
+        (run_id, "reward_hacking", "open", 50, None),
+        (run_id, "entropy_collapse", "resolved", 3, 9),
+        (run_id, "entropy_collapse", "resolved", 12, None),
+        (run_id, "plateau_reached", "acknowledged", 70, None),
+        (run_id, "no_learning_signal", "resolved", None, None),
+        (other, "entropy_collapse", "open", 500, None),
+    ]
+    with session_scope(factory) as session:
+        for run, kind, state, opened, resolved in rows:
+            session.add(Alert(run_id=run, kind=kind, severity="warning", state=state,
+                              opened_step=opened, resolved_step=resolved, opened_at=utcnow(),
+                              updated_at=utcnow(), message="m", evidence={}))  # fmt: skip
+    with session_scope(factory) as session:
+        statements = []
+        event.listen(session.get_bind(), "before_cursor_execute",
+                     lambda *a, **k: statements.append(a[2]))  # fmt: skip
+        open_now, last_seen = alert_state(session, run_id)
+        assert len(statements) == 1
+        assert {k: (a.state, a.opened_step) for k, a in open_now.items()} == {
+            "reward_hacking": ("open", 50), "plateau_reached": ("acknowledged", 70)}  # fmt: skip
+        assert last_seen == {"reward_hacking": 50, "entropy_collapse": 12, "plateau_reached": 70}
+    fresh = make_run(api, api.alpha, name="new", run_key="key-c")["id"]
+    with session_scope(factory) as session:
+        assert alert_state(session, fresh) == ({}, {})
+
+
+def test_a_reconciliation_reads_the_webhooks_once_for_all_its_events(api):
+    from sqlalchemy import event
+
+    from grposcope.alerts.lifecycle import apply_outcomes
+    from grposcope.db import session_scope
+    from grposcope.diagnostics.types import Outcome
+    from grposcope.models import Run, Webhook, WebhookDelivery
+
+    run_id = make_run(api, api.alpha)["id"]
+    factory = api.client.app.state.session_factory
+    with session_scope(factory) as session:
+        run = session.get(Run, run_id)
+        session.add(Webhook(team_id=run.project.team_id, url="http://127.0.0.1:9/h", secret="s",
+                            min_severity="warning", enabled=True))  # fmt: skip
+    kinds = ("policy_concentration", "reward_hacking", "entropy_collapse")
+    outcomes = [Outcome(k, "firing", "test", "warning", "msg", {"o": 1}, ()) for k in kinds]
+    with session_scope(factory) as session:
+        run = session.get(Run, run_id)
+        _ = run.project.team  # loaded before counting: not a webhook read
+        statements = []
+        event.listen(session.get_bind(), "before_cursor_execute",
+                     lambda *a, **k: statements.append(a[2]))  # fmt: skip
+        events = apply_outcomes(session, run, outcomes)
+        assert [e for _, e in events] == ["opened"] * 3
+        assert sum("FROM webhooks" in s for s in statements) == 1
+    with session_scope(factory) as session:
+        deliveries = session.query(WebhookDelivery).all()
+        assert sorted(d.payload["alert"]["kind"] for d in deliveries) == [
+            "entropy_collapse", "policy_concentration", "reward_hacking"]  # fmt: skip

@@ -20,14 +20,13 @@ from sqlalchemy.orm import Session
 
 from grposcope.alerts import repository as repo
 from grposcope.diagnostics.types import LEVEL, Outcome
-from grposcope.models import Alert, Run, WebhookDelivery, utcnow
+from grposcope.models import Alert, Run, Webhook, WebhookDelivery, utcnow
 
 
 def apply_outcomes(session: Session, run: Run, outcomes: Iterable[Outcome],
                    base_url: str | None = None) -> list[tuple[Alert, str]]:  # fmt: skip
     """Reconcile the run's alerts with the outcomes; returns (alert, event) changes."""
-    open_now = repo.open_alerts(session, run.id)
-    last_seen = repo.last_seen_steps(session, run.id)
+    open_now, last_seen = repo.alert_state(session, run.id)
     events: list[tuple[Alert, str]] = []
     for outcome in outcomes:
         alert = open_now.get(outcome.kind)
@@ -42,8 +41,10 @@ def apply_outcomes(session: Session, run: Run, outcomes: Iterable[Outcome],
         if outcome.status == "firing":
             events.extend(_fire(session, run, outcome, alert))
     session.flush()
-    for alert, event in events:
-        enqueue(session, run, alert, event, base_url)
+    if events:
+        hooks = repo.webhooks_for(session, run.project.team_id, run.project_id)
+        for alert, event in events:
+            enqueue(session, run, alert, event, base_url, hooks)
     return events
 
 
@@ -129,10 +130,12 @@ def _record_past(session: Session, run: Run, outcome: Outcome, last_seen: int | 
                           evidence=ep.evidence))  # fmt: skip
 
 
-def enqueue(session: Session, run: Run, alert: Alert, event: str, base_url: str | None) -> int:
-    """A pending delivery per matching webhook (team, project, minimum severity)."""
+def enqueue(session: Session, run: Run, alert: Alert, event: str, base_url: str | None,
+            hooks: list[Webhook]) -> int:  # fmt: skip
+    """A pending delivery per matching webhook (``hooks``: the run's team and project's,
+    read once per reconciliation) at or above its minimum severity."""
     n = 0
-    for hook in repo.webhooks_for(session, run.project.team_id, run.project_id):
+    for hook in hooks:
         if LEVEL.get(alert.severity, 0) < LEVEL.get(hook.min_severity, 0):
             continue
         payload = event_payload(run, alert, event, base_url)

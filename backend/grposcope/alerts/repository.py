@@ -20,24 +20,38 @@ from grposcope.runs.repository import scoped
 OPEN_STATES = ("open", "acknowledged")
 
 
-def open_alerts(session: Session, run_id: int) -> dict[str, Alert]:
-    query = select(Alert).where(Alert.run_id == run_id, Alert.state.in_(OPEN_STATES))
-    return {a.kind: a for a in session.scalars(query.order_by(Alert.id))}
+def alert_state(session: Session, run_id: int) -> tuple[dict[str, Alert], dict[str, int]]:
+    """The run's open alerts by kind, and per kind the latest step any of its alerts covers
+    (opened or resolved at), in one statement: the fit worker reads both at every refit.
 
-
-def last_seen_steps(session: Session, run_id: int) -> dict[str, int]:
-    """Per kind, the latest step any of the run's alerts covers (opened or resolved at)."""
-    rows = session.execute(
-        select(Alert.kind, func.max(Alert.opened_step), func.max(Alert.resolved_step))
+    Each kind's newest alert comes back with the open ones, so every kind with an alert
+    carries its steps."""
+    newest = func.row_number().over(partition_by=Alert.kind, order_by=Alert.id.desc())
+    per_kind = (
+        select(
+            Alert.id.label("id"),
+            func.max(Alert.opened_step).over(partition_by=Alert.kind).label("opened"),
+            func.max(Alert.resolved_step).over(partition_by=Alert.kind).label("resolved"),
+            newest.label("newest"),
+        )
         .where(Alert.run_id == run_id)
-        .group_by(Alert.kind)
+        .subquery()
     )
-    out = {}
-    for kind, opened, resolved in rows:
+    rows = session.execute(
+        select(Alert, per_kind.c.opened, per_kind.c.resolved)
+        .join(per_kind, per_kind.c.id == Alert.id)
+        .where(Alert.state.in_(OPEN_STATES) | (per_kind.c.newest == 1))
+        .order_by(Alert.id)
+    )
+    open_now: dict[str, Alert] = {}
+    last_seen: dict[str, int] = {}
+    for alert, opened, resolved in rows:
+        if alert.state in OPEN_STATES:
+            open_now[alert.kind] = alert
         steps = [s for s in (opened, resolved) if s is not None]
         if steps:
-            out[kind] = max(steps)
-    return out
+            last_seen[alert.kind] = max(steps)
+    return open_now, last_seen
 
 
 def latest_resolved(session: Session, run_id: int, kind: str) -> Alert | None:
