@@ -24,33 +24,29 @@ def alert_state(session: Session, run_id: int) -> tuple[dict[str, Alert], dict[s
     """The run's open alerts by kind, and per kind the latest step any of its alerts covers
     (opened or resolved at), in one statement: the fit worker reads both at every refit.
 
-    Each kind's newest alert comes back with the open ones, so every kind with an alert
-    carries its steps."""
-    newest = func.row_number().over(partition_by=Alert.kind, order_by=Alert.id.desc())
+    One row per kind that has an alert: its steps, and its open alert if it has one (only
+    those are loaded as objects)."""
     per_kind = (
-        select(
-            Alert.id.label("id"),
-            func.max(Alert.opened_step).over(partition_by=Alert.kind).label("opened"),
-            func.max(Alert.resolved_step).over(partition_by=Alert.kind).label("resolved"),
-            newest.label("newest"),
-        )
+        select(Alert.kind.label("kind"), func.max(Alert.opened_step).label("opened"),
+               func.max(Alert.resolved_step).label("resolved"))
         .where(Alert.run_id == run_id)
+        .group_by(Alert.kind)
         .subquery()
-    )
+    )  # fmt: skip
+    is_open = (Alert.run_id == run_id) & (Alert.kind == per_kind.c.kind)
     rows = session.execute(
-        select(Alert, per_kind.c.opened, per_kind.c.resolved)
-        .join(per_kind, per_kind.c.id == Alert.id)
-        .where(Alert.state.in_(OPEN_STATES) | (per_kind.c.newest == 1))
+        select(per_kind.c.kind, per_kind.c.opened, per_kind.c.resolved, Alert)
+        .outerjoin(Alert, is_open & Alert.state.in_(OPEN_STATES))
         .order_by(Alert.id)
     )
     open_now: dict[str, Alert] = {}
     last_seen: dict[str, int] = {}
-    for alert, opened, resolved in rows:
-        if alert.state in OPEN_STATES:
-            open_now[alert.kind] = alert
+    for kind, opened, resolved, alert in rows:
+        if alert is not None:
+            open_now[kind] = alert
         steps = [s for s in (opened, resolved) if s is not None]
         if steps:
-            last_seen[alert.kind] = max(steps)
+            last_seen[kind] = max(steps)
     return open_now, last_seen
 
 
