@@ -83,11 +83,13 @@ def step_metrics(run: SimRun, step: int, keys: list[str]) -> dict[str, float]:
 
 
 def encode_steps(runs: list[SimRun], last: int, keys: list[str]) -> None:
-    """Every run's step records, JSON-encoded before the clock starts.
+    """Every run's step records, JSON-encoded before the clock starts (about 1 KB a record:
+    ~120 MB for the default 200 runs × 600 steps).
 
-    The simulated trainers stand for machines elsewhere; building and encoding 30 values a
-    step while streaming cost this harness a tenth of a core (a `/proc` reading during a
-    run), taken from the processes under test on a 2-core machine."""
+    The simulated trainers stand for machines elsewhere: their work should not compete with
+    the processes under test on a small machine. Building the records while streaming put
+    the harness at 0.11 core (`/proc` during a run); it is at 0.09–0.10 now, the rest being
+    its HTTP clients (docs/benchmarks.md, ninth pass)."""
     for run in runs:
         run.encoded = [dumps({"step": s, "metrics": step_metrics(run, s, keys)})
                        for s in range(1, last + 1)]  # fmt: skip
