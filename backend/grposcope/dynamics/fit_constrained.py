@@ -11,10 +11,10 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import least_squares
 
 from grposcope.dynamics.continuum import Hyper, continuum_coefficients, heavy_ball
 from grposcope.dynamics.fit_core import LEVEL_BOUND, LOSS_SCALE, Array, Problem, _project
+from grposcope.dynamics.lsq import least_squares_soft_l1
 from grposcope.dynamics.model import unit_response
 
 # The stiffness a = η_hb·K searched: from a timescale of ~10⁶ steps to beyond any stable value.
@@ -82,17 +82,17 @@ def fit_constrained(prob: Problem, hyper: Hyper, span: float) -> ConstrainedSolu
     lo = np.array([-LEVEL_BOUND, -LEVEL_BOUND, log_ks[0]])
     hi = np.array([LEVEL_BOUND, LEVEL_BOUND, log_ks[-1]])
     start = np.clip([p_star[i], p0[i], log_ks[i]], lo + 1e-9, hi - 1e-9)
-    res = least_squares(
+    res = least_squares_soft_l1(
         _residuals,
         start,
-        bounds=(lo, hi),
+        lo,
+        hi,
         args=(prob, hyper, span),
-        loss="soft_l1",
         f_scale=LOSS_SCALE,
         max_nfev=80,
         xtol=1e-6,
         ftol=1e-6,
-        diff_step=1e-6,
+        rel_step=1e-6,
     )
     k = math.exp(res.x[2])
     m, c, k_eff, omega0, zeta = _coefficients(hyper, k)

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.optimize import least_squares
 
 from grposcope.dynamics.fit_priors import Priors
+from grposcope.dynamics.lsq import least_squares_soft_l1
 from grposcope.dynamics.model import unit_response
 
 Array = NDArray[np.float64]
@@ -202,13 +202,13 @@ def solve(
     best = None
     for theta0 in starts:
         lo, hi = _bounds(theta0.size)
-        res = least_squares(
+        res = least_squares_soft_l1(
             residuals,
             _clip(theta0),
-            jac=jacobian,
-            bounds=(lo, hi),
+            lo,
+            hi,
+            jac=jacobian if callable(jacobian) else None,
             args=(prob,),
-            loss="soft_l1",
             f_scale=LOSS_SCALE,
             max_nfev=max_nfev,
             xtol=1e-6,
