@@ -1,8 +1,10 @@
-"""Postgres: ingest and series reads with ``points`` partitioned (migration 0004) and not (0003).
+"""Postgres: ingest and series reads with ``points`` partitioned (migration 0004) and not.
 
-Two fresh databases, one at revision 0003 (one B-tree) and one at head (range partitions by
-run id), get the same data through the same ingest code, in-process: --runs runs of --steps
-steps × 30 keys, in 100-step batches. Then, alternating between the two databases so load
+Two fresh databases at head, one with ``points`` turned back into one B-tree (what migration
+0004's downgrade leaves; the rest of the schema at head, so today's code runs on both: a
+database left at revision 0003 lacks the columns later migrations added) and one with range
+partitions by run id, get the same data through the same ingest code, in-process: --runs runs
+of --steps steps × 30 keys, in 100-step batches. Then, alternating between the two databases so load
 drifts hit both alike (each round swaps which goes first): 1-step batches into every run
 (ms per batch), and whole-series reads of one key of a run, uncached
 (``metrics.repository.fetch``: ms per read).
@@ -23,25 +25,33 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import KEYS, machine, postgres_database  # noqa: E402
 
+# Migration 0004's downgrade, on an empty table: `points` as one B-tree again.
+UNPARTITION = (
+    "DROP TABLE points",  # and its partitions
+    "CREATE TABLE points (run_id integer NOT NULL, key_id integer NOT NULL, step bigint NOT NULL,"
+    " value double precision, flag smallint NOT NULL, wall_time double precision,"
+    " CONSTRAINT pk_points PRIMARY KEY (run_id, key_id, step))",
+)
 
-def prepare(url: str, revision: str, runs: int, steps: int, width: int):  # type: ignore[no-untyped-def]
-    from alembic import command
 
+def prepare(url: str, partitioned: bool, runs: int, steps: int, width: int):  # type: ignore[no-untyped-def]
     from grposcope.accounts.service import authenticate, create_token
-    from grposcope.db import alembic_config, make_engine, make_session_factory, session_scope
+    from grposcope.db import make_engine, make_session_factory, migrate, session_scope
     from grposcope.runs.schemas import RunCreate
     from grposcope.runs.service import create_or_resume
 
-    command.upgrade(alembic_config(url), revision)
+    migrate(url)
     engine = make_engine(url)
     factory = make_session_factory(engine)
     with engine.begin() as conn:  # run ids 2000.. in both: past the first (migrated) range
         conn.exec_driver_sql("SELECT setval('runs_id_seq', 1999)")
+        for statement in () if partitioned else UNPARTITION:
+            conn.exec_driver_sql(statement)
     with session_scope(factory) as session:
         principal = authenticate(session, create_token(session, "bench", "writer")[1])
         ids = [create_or_resume(session, principal, RunCreate(project="p", name=f"r{i}"))[0].id
                for i in range(runs)]  # fmt: skip
-    if revision == "head":
+    if partitioned:
         from grposcope.maintenance.partitions import maintain
         from grposcope.models import utcnow
 
@@ -84,10 +94,10 @@ def main() -> int:
     print(machine())
     with ExitStack() as stack:
         dbs = {}
-        for name, revision in (("one B-tree (0003)", "0003"), ("partitioned (head)", "head")):
+        for name, partitioned in (("one B-tree", False), ("partitioned", True)):
             url = stack.enter_context(postgres_database("grposcope_bench_parts"))
             t0 = time.perf_counter()
-            dbs[name] = prepare(url, revision, args.runs, args.steps, args.width)
+            dbs[name] = prepare(url, partitioned, args.runs, args.steps, args.width)
             print(f"{name}: loaded {args.runs} runs × {args.steps} steps × {len(KEYS)} keys "
                   f"in {time.perf_counter() - t0:.1f} s")  # fmt: skip
         step = {name: args.steps for name in dbs}
