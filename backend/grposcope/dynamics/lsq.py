@@ -86,7 +86,8 @@ def _step_within(s: Array, v: Array, gv: Array, delta: float) -> Array:
     top = float(np.linalg.norm(gv)) / delta
     lams = np.geomspace(1e-8 * top, top, 64)
     lengths = np.sqrt(np.sum((gv[None, :] / (s[None, :] + lams[:, None])) ** 2, axis=1))
-    lam = lams[int(np.argmax(lengths <= delta))]
+    inside = lengths <= delta
+    lam = lams[int(np.argmax(inside))] if inside.any() else lams[-1] * 2.0  # (rounding at top)
     return -v @ (gv / (s + lam))
 
 
