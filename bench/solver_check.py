@@ -74,9 +74,7 @@ def main(argv: list[str]) -> int:
     if not argv:
         print(__doc__)
         return 2
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        runs = corpus.load_runs([Path(a) for a in argv])
+    runs = corpus.load_runs([Path(a) for a in argv])
     cpu = {"ours": 0.0, "scipy": 0.0}
     d = {"oscillator": [], "exponential": [], "constrained": []}
     only = {"ours": 0, "scipy": 0}
