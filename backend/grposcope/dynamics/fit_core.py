@@ -192,7 +192,7 @@ def _clip(theta: Array, fit_t0: bool = False) -> Array:
 
 def solve(
     residuals: Callable[[Array, Problem], Array],
-    jacobian: Callable[[Array, Problem], Array] | str,
+    jacobian: Callable[[Array, Problem], Array],
     starts: list[Array],
     prob: Problem,
     n_prior: int,
@@ -207,7 +207,7 @@ def solve(
             _clip(theta0),
             lo,
             hi,
-            jac=jacobian if callable(jacobian) else None,
+            jac=jacobian,
             args=(prob,),
             f_scale=LOSS_SCALE,
             max_nfev=max_nfev,
@@ -218,7 +218,7 @@ def solve(
             best = res
     assert best is not None
     n = prob.x.size
-    jac = jacobian(best.x, prob) if callable(jacobian) else _numeric_jac(residuals, best.x, prob)
+    jac = jacobian(best.x, prob)
     return Solution(
         theta=best.x,
         cost=float(best.cost),
@@ -228,17 +228,6 @@ def solve(
         prior_jac=jac[n : n + n_prior],
         residuals=residuals(best.x, prob)[:n],
     )
-
-
-def _numeric_jac(fun: Callable[[Array, Problem], Array], theta: Array, prob: Problem) -> Array:
-    base = fun(theta, prob)
-    cols = []
-    for i in range(theta.size):
-        step = 1e-6 * max(1.0, abs(theta[i]))
-        bumped = theta.copy()
-        bumped[i] += step
-        cols.append((fun(bumped, prob) - base) / step)
-    return np.column_stack(cols)
 
 
 def exponential_residuals(theta: Array, prob: Problem) -> Array:
