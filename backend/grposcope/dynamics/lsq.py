@@ -11,9 +11,10 @@ The problem solved is scipy's with ``loss="soft_l1"``: minimise
 ``C² Σ (sqrt(1 + (f_i/C)²) − 1)`` subject to ``lo ≤ x ≤ hi``, with the same robust
 rescaling of residuals and Jacobian per iteration (Triggs' correction), so a fit lands where
 scipy's lands up to the tolerances; the costs are on scipy's scale, so callers compare starts
-as before. Damping is Marquardt's (λ·diag(JᵀJ)) with Nielsen's update; bounds are kept by
-freezing a parameter that sits at a bound and is pushed outwards, and clipping the step into
-the box (a hair inside, as the starts are).
+as before. Each step is Levenberg–Marquardt's inside a trust region scaled by the Jacobian's
+column norms (MINPACK's scaling, scipy's radius rules: see `least_squares_soft_l1`); bounds
+are kept by freezing a parameter that sits at a bound and is pushed outwards, and clipping the
+step into the box (a hair inside, as the starts are).
 """
 
 from __future__ import annotations
@@ -161,13 +162,8 @@ def least_squares_soft_l1(
                 if actual < ftol * (cost + actual) and ratio > 0.25:
                     return LsqResult(x, cost, 2, "`ftol` termination condition is satisfied.",
                                      nfev)  # fmt: skip
-                if nfev >= max_nfev:
-                    return _exhausted(x, cost, nfev)
-                break
             if nfev >= max_nfev:
-                return _exhausted(x, cost, nfev)
-
-
-def _exhausted(x: Array, cost: float, nfev: int) -> LsqResult:
-    msg = "The maximum number of function evaluations is exceeded."
-    return LsqResult(x, cost, 0, msg, nfev)
+                msg = "The maximum number of function evaluations is exceeded."
+                return LsqResult(x, cost, 0, msg, nfev)
+            if actual > 0:
+                break  # a new Jacobian at the accepted point
