@@ -25,7 +25,7 @@ from grposcope.api import accesslog, dberrors
 from grposcope.api.guard import BodyGuard
 from grposcope.api.responses import declare_errors
 from grposcope.config import Settings
-from grposcope.db import make_engine, make_session_factory, migrate
+from grposcope.db import make_engine, make_session_factory, migrate, one_statement_writes
 from grposcope.errors import GrposcopeError, MethodNotAllowed, RouteNotFound
 from grposcope.fits.endpoints import router as fits_router
 from grposcope.ingest.endpoints import router as ingest_router
@@ -72,11 +72,13 @@ def create_app(settings: Settings | None = None, *, migrate_on_start: bool = Tru
     # ... one cache of metric key ids (ingest, series reads and the embedded worker) and one of
     # runs' open alerts, which ingest reads from its session.
     app.state.key_ids = KeyIdCache()
-    app.state.session_factory = make_session_factory(
-        app.state.engine,
-        **{SESSION_KEY: app.state.series_cache, KEY_CACHE_SESSION_KEY: app.state.key_ids,
-           OPEN_ALERTS_SESSION_KEY: OpenAlertsCache()},
-    )  # fmt: skip
+    caches = {SESSION_KEY: app.state.series_cache, KEY_CACHE_SESSION_KEY: app.state.key_ids,
+              OPEN_ALERTS_SESSION_KEY: OpenAlertsCache()}  # fmt: skip
+    app.state.session_factory = make_session_factory(app.state.engine, **caches)
+    # Ingest's sessions: the same caches and pool, each write its own transaction on Postgres.
+    app.state.ingest_session_factory = make_session_factory(
+        one_statement_writes(app.state.engine), **caches
+    )
     # One token cache per app: its request threads and its body guard share it.
     app.state.principal_cache = PrincipalCache(settings.token_cache_s)
     _install_error_handlers(app)

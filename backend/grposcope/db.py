@@ -119,6 +119,17 @@ def _sqlite_pragmas(dbapi_connection, _record) -> None:  # type: ignore[no-untyp
     cursor.close()
 
 
+def one_statement_writes(engine: Engine) -> Engine:
+    """The engine for a unit of work whose every write is one statement (ingest on Postgres:
+    the whole batch is one CTE): autocommit, so each statement is its own transaction and a
+    streaming trainer's batch costs one round trip instead of three (BEGIN, the statement,
+    COMMIT; docs/benchmarks.md, "Eleventh pass"). It shares ``engine``'s pool. SQLite's
+    ingest is three statements that must commit together: it keeps its transaction."""
+    if engine.dialect.name == "postgresql":
+        return engine.execution_options(isolation_level="AUTOCOMMIT")
+    return engine
+
+
 def make_session_factory(engine: Engine, **info: Any) -> sessionmaker[Session]:
     """Sessions on ``engine``; ``info`` lands on every session's ``.info`` (e.g. the process's
     series cache, which the services read from the session they are given)."""

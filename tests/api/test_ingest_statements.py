@@ -72,6 +72,39 @@ def test_one_step_batch_is_at_most_three_statements(api):
     assert [r["last_step"] for r in listed if r["id"] == run_id] == [2]
 
 
+def test_one_step_batch_is_one_round_trip_on_postgres(api, tmp_path):
+    """No BEGIN and no COMMIT around the batch's one statement: it is its own transaction
+    (autocommit), so the trainer's batch costs the server one round trip to Postgres. Read
+    off the wire with libpq's trace of the connections the batch checks out."""
+    engine = api.client.app.state.engine
+    if engine.dialect.name != "postgresql":
+        pytest.skip("round trips to a server are Postgres's")
+    run_id = _run(api)
+    assert _post(api, run_id, 1).status_code == 200  # token and keys cached from here on
+    assert _post(api, run_id, 0).status_code == 200
+    trace = tmp_path / "wire.txt"
+    traced: list = []
+
+    def checkout(dbapi_connection, *_):  # type: ignore[no-untyped-def]
+        dbapi_connection.pgconn.trace(out.fileno())
+        traced.append(dbapi_connection)
+
+    with trace.open("w") as out:
+        event.listen(engine.pool, "checkout", checkout)
+        try:
+            reply = _post(api, run_id, 2)
+        finally:
+            event.remove(engine.pool, "checkout", checkout)
+            for conn in traced:
+                conn.pgconn.untrace()
+    assert reply.status_code == 200 and reply.json()["inserted"] == 30
+    sent = [line.split("\t")[3:] for line in trace.read_text().splitlines()
+            if line.split("\t")[1:2] == ["F"]]  # fmt: skip
+    queries = [" ".join(fields) for fields in sent if fields[0] in ("Query", "Parse", "Bind")]
+    assert traced and not any("BEGIN" in q or "COMMIT" in q for q in queries), queries
+    assert sum(fields[0] == "Sync" for fields in sent) == 1, sent  # one statement, one reply
+
+
 def test_open_alerts_come_back_with_the_batch(api):
     run_id = _run(api)
     assert _post(api, run_id, 1).json()["open_alerts"] == []

@@ -40,11 +40,12 @@ def ingest(
 ) -> Response:  # fmt: skip
     """Store a batch of steps × keys; replays are ignored (idempotent per run, key, step)."""
     batch = service.parse_batch(body, request.headers.get("content-encoding"), settings)
-    # Its own transaction, retried whole after a deadlock or serialization failure; on SQLite
-    # the writers take turns (write_queue.py).
+    # Retried whole after a deadlock or serialization failure. On Postgres the batch is one
+    # statement, its own transaction (db.one_statement_writes); on SQLite one transaction,
+    # and the writers take turns (write_queue.py).
     with writer_turn(request.app.state.engine):
         result = run_transaction(
-            request.app.state.session_factory,
+            request.app.state.ingest_session_factory,
             lambda session: service.ingest(session, principal, run_id, batch),
         )
     # Serialised here, in this worker thread: FastAPI validates a plain ``def`` endpoint's

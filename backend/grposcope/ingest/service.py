@@ -85,8 +85,9 @@ def ingest(session: Session, principal: Principal, run_id: int, batch: IngestBat
 
     The hot path (a known token, known keys, a run whose open alerts did not change since
     this process last answered it) is one statement on Postgres (the run's ingest lock and
-    team, the points, the latest values and the run's update in one CTE) and three on SQLite
-    (the run, the points, the latest values);
+    team, the points, the latest values and the run's update in one CTE), run as its own
+    transaction (one round trip: the session is autocommit there, db.one_statement_writes),
+    and three on SQLite (the run, the points, the latest values), one transaction;
     docs/benchmarks.md, "Single-step ingest".
     """
     accounts.require_writer(principal)
@@ -94,7 +95,9 @@ def ingest(session: Session, principal: Principal, run_id: int, batch: IngestBat
     check_names(names)
     # Keys and columns before the run is claimed: the claim takes SQLite's write lock (and
     # Postgres's run lock), held to commit, and building 100,000 values' columns under it
-    # made the other writers wait. Keys a refused batch created roll back with it.
+    # made the other writers wait. Keys a refused batch created roll back with it on SQLite;
+    # on Postgres each statement commits (autocommit), so they stay: a key is only a name, and
+    # the writer could create it in a run of its own anyway.
     ids = repo.key_ids(session, names)
     cols, latest = _columns(batch, ids, time.time())
     now = utcnow()
