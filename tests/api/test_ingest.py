@@ -125,6 +125,8 @@ def test_each_keys_point_count_follows_what_was_really_stored(api, db_url):
         [{"step": s, "metrics": {"reward": 9.0}} for s in range(3)],  # a replay: no new row
         [{"step": 9, "metrics": {"reward": 0.9}}, {"step": 7, "metrics": {"reward": 0.7}}],
         [{"step": 8, "metrics": {"kl": 0.2}}, {"step": 8, "metrics": {"kl": 0.3}}],  # same step
+        # stored in part before: step 4 of both keys is, 5 and 6 are new
+        [{"step": s, "metrics": {"reward": 1.0, "kl": 0.5}} for s in (4, 5, 6)],
     ]
     for steps in batches:
         ingest(api, api.alpha, run["id"], steps)
@@ -138,7 +140,7 @@ def test_each_keys_point_count_follows_what_was_really_stored(api, db_url):
             "WHERE p.run_id = :run GROUP BY k.name"), {"run": run["id"]})  # fmt: skip
         kept, counted = dict(kept.tuples().all()), dict(counted.tuples().all())
     engine.dispose()
-    assert kept == counted == {"reward": 7, "kl": 6}
+    assert kept == counted == {"reward": 9, "kl": 8}
 
 
 def test_maintain_recount_puts_wrong_point_counters_right(api, db_url, capsys):

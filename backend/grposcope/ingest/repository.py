@@ -9,6 +9,7 @@ and each key's count of new rows is added to its ``run_metrics.n_points``."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -208,30 +209,52 @@ _SQLITE_ROWS_PER_INSERT = 5000
 _SQLITE_ROW = "(?, ?, ?, ?, ?, ?)"
 
 
-def _insert_rows_sqlite(session: Session, head: str, rows: list[tuple], tail: str) -> list[Any]:
+def _insert_rows_sqlite(session: Session, head: str, rows: list[tuple], tail: str) -> int:
     """``head VALUES (…), (…) tail`` in chunks of multi-row VALUES with positional parameters
-    (no compile step, one call per chunk); returns the chunks' result rows (RETURNING)."""
+    (no compile step, one call per chunk); returns how many rows the statements changed."""
     conn = session.connection()
-    out: list[Any] = []
+    changed = 0
     for at in range(0, len(rows), _SQLITE_ROWS_PER_INSERT):
         chunk = rows[at : at + _SQLITE_ROWS_PER_INSERT]
         sql = f"{head} VALUES {', '.join([_SQLITE_ROW] * len(chunk))} {tail}"
-        result = conn.exec_driver_sql(sql, tuple(chain.from_iterable(chunk)))
-        if result.returns_rows:
-            out.extend(result)
-    return out
+        changed += max(conn.exec_driver_sql(sql, tuple(chain.from_iterable(chunk))).rowcount, 0)
+    return changed
 
 
 def _insert_points_sqlite(session: Session, run_id: int, cols: PointColumns) -> dict[int, int]:
     """Insert the batch's points; returns how many rows each key gained (a replayed step is
-    ignored, and RETURNING reports only the rows really inserted: one statement per chunk,
-    not an executemany)."""
+    ignored). The common cases need no per-row answer from SQLite: every row went in (a
+    trainer streaming new steps) or none did (a whole replay). A batch stored only in part
+    before is counted from the points themselves. Reading back which rows went in
+    (RETURNING, one row at a time) was a third of a 100-step batch's store (docs/benchmarks.md,
+    "Eleventh pass")."""
     rows = list(zip([run_id] * len(cols), cols.key_ids, cols.steps, cols.values, cols.flags,
                     cols.wall_times, strict=True))  # fmt: skip
+    inserted = _insert_rows_sqlite(session, f"INSERT INTO points ({_COLUMNS})", rows,
+                                   "ON CONFLICT DO NOTHING")  # fmt: skip
+    if inserted == len(rows):
+        return dict(Counter(cols.key_ids))
+    if inserted == 0:
+        return {}
+    return _gained_by_count(session, run_id, sorted(set(cols.key_ids)))
+
+
+def _gained_by_count(session: Session, run_id: int, keys: list[int]) -> dict[int, int]:
+    """Each key's rows now minus its counter before this batch (``run_metrics.n_points``, not
+    yet updated in this transaction): what the batch added. One range count per key on the
+    primary key, for the rare batch that overlaps what is stored only in part."""
+    conn = session.connection()
     gained: dict[int, int] = {}
-    for (key_id,) in _insert_rows_sqlite(session, f"INSERT INTO points ({_COLUMNS})", rows,
-                                         "ON CONFLICT DO NOTHING RETURNING key_id"):  # fmt: skip
-        gained[key_id] = gained.get(key_id, 0) + 1
+    for at in range(0, len(keys), _SQLITE_ROWS_PER_INSERT):
+        chunk = keys[at : at + _SQLITE_ROWS_PER_INSERT]
+        marks = ", ".join("?" * len(chunk))
+        where = f"WHERE run_id = ? AND key_id IN ({marks})"
+        now = conn.exec_driver_sql(f"SELECT key_id, count(*) FROM points {where} GROUP BY key_id",
+                                   (run_id, *chunk))  # fmt: skip
+        before = dict(conn.exec_driver_sql(f"SELECT key_id, n_points FROM run_metrics {where}",
+                                           (run_id, *chunk)).tuples().all())  # fmt: skip
+        for key_id, count in now.tuples():
+            gained[key_id] = max(count - before.get(key_id, 0), 0)
     return gained
 
 
