@@ -241,6 +241,29 @@ def test_series_reads_look_up_a_key_id_once_per_process(api):
         event.remove(engine, "before_cursor_execute", count)
 
 
+def test_a_key_created_in_a_transaction_is_never_cached(api):
+    """Ingest creates a key in its transaction; a later batch of the same transaction (a
+    writers' turn groups them, write_queue.py) reads it, but the id stays out of the process
+    cache until committed: rolled back, the name may come back under another id."""
+    from sqlalchemy.orm import Session
+
+    from grposcope.db import session_scope
+    from grposcope.ingest.repository import key_ids
+
+    cache = api.client.app.state.key_ids
+    session: Session
+    with api.client.app.state.ingest_session_factory() as session:
+        first = key_ids(session, ["brand_new", "reward_x"])
+        assert key_ids(session, ["brand_new"]) == {"brand_new": first["brand_new"]}
+        assert cache.get_many(["brand_new", "reward_x"]) == {}
+        session.rollback()
+    with session_scope(api.client.app.state.ingest_session_factory) as session:
+        ids = key_ids(session, ["brand_new"])
+    with session_scope(api.client.app.state.session_factory) as session:
+        assert key_ids(session, ["brand_new"]) == ids  # committed now: read and cached
+    assert cache.get_many(["brand_new"]) == ids
+
+
 def test_keys_at_the_same_steps_share_one_read_only_array_known_to_have_grown(api):
     """What keeps a long run's refit proportional to its tail: the worker's reads hand out the
     cache's own read-only arrays; keys logged at the same steps share one steps array (the

@@ -41,17 +41,25 @@ class PointColumns:
         return len(self.steps)
 
 
+CREATED_KEYS_SESSION_KEY = "ingest_created_keys"  # in a session's own ``info``
+
+
 def key_ids(session: Session, names: Iterable[str]) -> dict[str, int]:
     """Ids of the metric keys, creating the missing ones (safe under concurrent ingest). Keys
     that exist come through the process's key cache (`metrics.repository.key_ids`)."""
     wanted = sorted(set(names))
-    found = metrics_repo.key_ids(session, wanted)
+    # Ids inserted in this transaction are not committed yet and never cached: if it rolls
+    # back, another writer inserts the name again under a new id. A turn's group of batches
+    # (write_queue.py) shares one transaction, so a later batch reads them past the cache.
+    created: set[str] = session.info.setdefault(CREATED_KEYS_SESSION_KEY, set())
+    found = metrics_repo.key_ids(session, [n for n in wanted if n not in created])
+    if fresh := [n for n in wanted if n in created]:
+        found |= metrics_repo.select_key_ids(session, fresh)
     missing = [n for n in wanted if n not in found]
     if missing:
         insert = dialect_insert(session)(MetricKey).on_conflict_do_nothing()
         session.execute(insert, [{"name": name} for name in missing])
-        # Not cached: ids inserted here are not committed yet; if this transaction rolls
-        # back, another writer inserts the name again under a new id.
+        created.update(missing)
         found |= metrics_repo.select_key_ids(session, missing)
     return found
 
