@@ -4,6 +4,7 @@
         ../shared/data/real_logs/wide            # score the product's forecast
     python bench/backtest.py --learn FOLDER...   # learn the mix weights and κ, held out by family
     python bench/backtest.py --stack third FOLDER...  # stacking the bare exponential on the mix
+    python bench/backtest.py --plateau FOLDER...  # the plateau interval against where runs ended
 
 Every run is cut at 20, 30, … 70 % of its points; from the prefix, each forecaster predicts the
 mean reward over two horizons: the next 10 % of points and the last 20 %. Errors are in units
@@ -48,6 +49,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from corpus import Run, load_runs  # noqa: E402
 
+from grposcope.dynamics import fit as fit_module  # noqa: E402
 from grposcope.dynamics import fit_priors  # noqa: E402
 from grposcope.dynamics import forecast as fc  # noqa: E402
 from grposcope.dynamics.fit import fit_series  # noqa: E402
@@ -517,6 +519,60 @@ def stack(all_cases: list[Case], by: str) -> None:
     print(f"pooled γ (what the product would ship): {tuple(float(g) for g in pooled)}")
 
 
+PLATEAU_KAPPAS = np.round(np.arange(0.0, 3.0001, 0.05), 2)
+
+
+def plateau(all_cases: list[Case]) -> None:
+    """How often the plateau's 80 % interval, fitted on 20 … 70 % of a run, holds the mean of
+    the run's last 10 % of points (the level the run ended at), for each model-error factor κ
+    (`fit_priors.PLATEAU_KAPPA`), and with κ chosen on the other families (coverage closest to
+    80 %). κ = 0 is the fit's own uncertainty alone."""
+    fits: dict[tuple[str, float], Case] = {}
+    for c in all_cases:
+        if c.fit.success and c.fit.covariance is not None:
+            fits.setdefault((c.run.name, c.cut), c)
+    picked = list(fits.values())
+    final = np.array([np.mean(c.run.values[-max(3, round(0.1 * c.run.values.size)) :])
+                      for c in picked])  # fmt: skip
+    family = np.array([c.run.family for c in picked])
+    cut = np.array([c.cut for c in picked])
+    sd = np.array([c.run.sd for c in picked])
+
+    def interval(c: Case, kappa: float) -> tuple[float, float]:
+        f = c.fit
+        assert f.scaling is not None and f.covariance is not None
+        sd_star = f.scaling.scale * math.sqrt(f.covariance[0][0])
+        pl = fit_module._plateau(f.plateau.value, sd_star, f.noise_sd, f.scaling, f.total_steps,
+                                 f.bounds, kappa)  # fmt: skip
+        return pl.lo, pl.hi
+
+    bands = np.array([[interval(c, k) for c in picked] for k in PLATEAU_KAPPAS])  # (κ, case, 2)
+    hits = (bands[:, :, 0] <= final) & (final <= bands[:, :, 1])
+    width = (bands[:, :, 1] - bands[:, :, 0]) / sd
+    held, kappas = np.zeros(len(picked), dtype=bool), {}
+    for fam in sorted(set(family)):
+        train = family != fam
+        k = int(np.argmin(np.abs(hits[:, train].mean(axis=1) - 0.8)))
+        kappas[fam] = float(PLATEAU_KAPPAS[k])
+        held[~train] = hits[k, ~train]
+    zero, pooled = 0, int(np.argmin(np.abs(hits.mean(axis=1) - 0.8)))
+    print(f"{len(picked)} fits (run × cut); κ held out per family: {kappas}")
+    head = f"κ = {PLATEAU_KAPPAS[pooled]:g} (pooled): coverage / median width"
+    print(f"\n| group | n | κ = 0: coverage / median width (run-σ) | held out: coverage | {head} |")
+    print("|---|---|---|---|---|")
+    groups = {"pooled": np.ones(len(picked), dtype=bool)} | {f"cut {c:.0%}": cut == c for c in CUTS}
+    groups |= {fam: family == fam for fam in sorted(set(family))}
+    for name, m in groups.items():
+        before = f"{hits[zero, m].mean():.0%} / {np.median(width[zero, m]):.2f}"
+        after = f"{hits[pooled, m].mean():.0%} / {np.median(width[pooled, m]):.2f}"
+        print(f"| {name} | {int(m.sum())} | {before} | {held[m].mean():.0%} | {after} |")
+    above = np.mean(final > bands[zero, :, 1])
+    print(
+        f"κ = 0 misses: the run ended above the interval {above:.0%}, "
+        f"below {np.mean(final < bands[zero, :, 0]):.0%}"
+    )
+
+
 def main() -> int:
     warnings.filterwarnings("ignore")
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -526,6 +582,11 @@ def main() -> int:
         "--stack",
         choices=("third", "third-distance", "third-stage"),
         help="score a stacked blend of the mix and the bare exponential",
+    )
+    parser.add_argument(
+        "--plateau",
+        action="store_true",
+        help="calibrate the plateau's interval on where runs ended",
     )
     args = parser.parse_args()
     missing = [str(f) for f in args.folders if not f.is_dir()]
@@ -540,6 +601,9 @@ def main() -> int:
         return 0
     if args.stack:
         stack(all_cases, args.stack)
+        return 0
+    if args.plateau:
+        plateau(all_cases)
         return 0
     predict_all(all_cases)
     report(all_cases)

@@ -26,7 +26,13 @@ from grposcope.dynamics import forecast
 from grposcope.dynamics.continuum import Hyper
 from grposcope.dynamics.edges import report
 from grposcope.dynamics.fit_constrained import fit_constrained
-from grposcope.dynamics.fit_priors import DEFAULT_PRIORS, LONG_FRACTION, Z80, Priors
+from grposcope.dynamics.fit_priors import (
+    DEFAULT_PRIORS,
+    LONG_FRACTION,
+    PLATEAU_KAPPA,
+    Z80,
+    Priors,
+)
 from grposcope.dynamics.fit_result import (
     ConstrainedFit,
     ExponentialFit,
@@ -307,7 +313,8 @@ def fit_series(
     exp_fit = _exponential(data, sc, prob, seed.exponential if seed is not None else None)
     constrained = _constrained(data, sc, prob, hyper, lr_in_effect) if hyper is not None else None
     sd_star = sc.scale * math.sqrt(cov[0, 0]) if cov is not None else float("inf")
-    half = Z80 * sd_star
+    bounds = known_bounds(metric, series.values)
+    plateau = _plateau(osc.p_star, sd_star, data.noise_sd, sc, horizon, bounds)
     slow_end, plateau_start = phases(osc.omega0, osc.zeta, osc.t0)
     k = max(3, int(round(RECENT_FRACTION * n)))
     ok = sol.success and cov is not None
@@ -324,7 +331,7 @@ def fit_series(
         oscillator=osc,
         single_exponential=exp_fit,
         regime=classify_regime(osc.zeta),
-        plateau=Interval(osc.p_star, osc.p_star - half, osc.p_star + half),
+        plateau=plateau,
         phases=(slow_end, plateau_start),
         constrained=constrained,
         scaling=sc,
@@ -340,11 +347,33 @@ def fit_series(
         long_level=float(np.mean(series.values[-max(3, int(round(LONG_FRACTION * n))) :])),
         smoothed_level=level,
         smoothing_alpha=alpha,
-        bounds=known_bounds(metric, series.values),
+        bounds=bounds,
         total_steps=horizon if horizon is not None and horizon >= series.steps[-1] else None,
         cold_points=seed.cold_points if seed is not None else n,
     )
     return _with_forecasts(result, horizon, predict)
+
+
+def _plateau(
+    p_star: float,
+    sd_star: float,
+    noise_sd: float,
+    sc: Scaling,
+    horizon: float | None,
+    bounds: tuple[float, float] | None,
+    kappa: float = PLATEAU_KAPPA,
+) -> Interval:
+    """p* with its 80 % interval: the fit's uncertainty and a model error that grows with the
+    share of the run still ahead (fit_priors.PLATEAU_KAPPA: calibrated on where real runs
+    ended, not on where the model says they head), clipped to a known range (a 0/1 rate)."""
+    last = sc.origin + sc.span
+    ahead = horizon - last if horizon is not None and horizon >= last else sc.span
+    model_sd = kappa * noise_sd * math.sqrt(max(ahead, 0.0) / sc.span)
+    half = Z80 * math.hypot(sd_star, model_sd)
+    lo, hi = p_star - half, p_star + half
+    if bounds is not None:
+        lo, hi = min(max(lo, bounds[0]), bounds[1]), min(max(hi, bounds[0]), bounds[1])
+    return Interval(p_star, lo, hi)
 
 
 def _with_forecasts(
