@@ -566,6 +566,14 @@ def plateau(all_cases: list[Case]) -> None:
         before = f"{hits[zero, m].mean():.0%} / {np.median(width[zero, m]):.2f}"
         after = f"{hits[pooled, m].mean():.0%} / {np.median(width[pooled, m]):.2f}"
         print(f"| {name} | {int(m.sum())} | {before} | {held[m].mean():.0%} | {after} |")
+    flat = np.array([c.fit.steps_to_plateau == 0 for c in picked])
+    gained = (final - np.array([c.fit.recent_level for c in picked])) / sd >= 0.5
+    print("\nfits whose curve reads 0 steps to plateau, and of those the share that then gained "
+          "≥ 0.5 run-σ (mean of the last 10 % of points over the recent level):")  # fmt: skip
+    for c in CUTS:
+        m = flat & (cut == c)
+        n = int((cut == c).sum())
+        print(f"  cut {c:.0%}: {int(m.sum())} of {n}, then gained {gained[m].mean():.0%}")
     above = np.mean(final > bands[zero, :, 1])
     print(
         f"κ = 0 misses: the run ended above the interval {above:.0%}, "

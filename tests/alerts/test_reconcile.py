@@ -147,3 +147,26 @@ def test_a_reconciliation_reads_the_webhooks_once_for_all_its_events(api):
         deliveries = session.query(WebhookDelivery).all()
         assert sorted(d.payload["alert"]["kind"] for d in deliveries) == [
             "entropy_collapse", "policy_concentration", "reward_hacking"]  # fmt: skip
+
+
+def test_the_runs_list_names_each_runs_open_alert_kinds(api):
+    """`GET /runs` items carry the kinds of their open (and acknowledged) alerts beside the
+    count: the dashboard shows "0 steps to plateau" only where `plateau_reached` is open."""
+    from grposcope.db import session_scope
+    from grposcope.models import Alert, utcnow
+
+    run_id = make_run(api, api.alpha)["id"]
+    quiet = make_run(api, api.alpha, name="quiet", run_key="key-q")["id"]
+    factory = api.client.app.state.session_factory
+    rows = [("reward_hacking", "open"), ("plateau_reached", "acknowledged"),
+            ("entropy_collapse", "resolved"), ("reward_hacking", "resolved")]  # fmt: skip
+    with session_scope(factory) as session:
+        for kind, state in rows:
+            session.add(Alert(run_id=run_id, kind=kind, severity="info", state=state,
+                              opened_step=1, opened_at=utcnow(), updated_at=utcnow(),
+                              message="m", evidence={}))  # fmt: skip
+    listed = api.client.get("/api/v1/runs", headers=api.headers(api.viewer)).json()["items"]
+    by_id = {item["id"]: item for item in listed}
+    assert by_id[run_id]["open_alerts"] == 2
+    assert by_id[run_id]["open_alert_kinds"] == ["plateau_reached", "reward_hacking"]
+    assert by_id[quiet]["open_alerts"] == 0 and by_id[quiet]["open_alert_kinds"] == []

@@ -106,3 +106,27 @@ def test_a_clipped_what_if_says_so():
     payload = {"zeta": 0.2, "regime": "oscillatory", "margin_exact": -0.5}
     assert "leaves this reward's range" in repr(run_panels.whatif_result(payload, True))
     assert "leaves" not in repr(run_panels.whatif_result(payload))
+
+
+def test_zero_steps_to_plateau_is_advice_only_while_plateau_reached_is_open():
+    """The fitted curve flattens early on many real runs that go on to gain; "0" and the steps
+    past it (stop now) follow the plateau_reached alert, which checks that the run stopped
+    improving."""
+    from grposcope_dashboard.components.run_rows import run_row
+
+    fit = {"steps_to_plateau": 0.0, "compute": {"wasted_so_far": 140.0}}
+    plateau = {"kind": "plateau_reached", "severity": "info", "state": "open", "opened_step": 300}
+    unconfirmed = repr(run_panels.summary(fit, 0.5, []))
+    assert "not confirmed" in unconfirmed and "steps past it" not in unconfirmed
+    advised = repr(run_panels.summary(fit, 0.5, [plateau]))
+    assert "children='0'" in advised and "140 steps past it" in advised
+    resolved = repr(run_panels.summary(fit, 0.5, [{**plateau, "state": "resolved"}]))
+    assert "not confirmed" in resolved
+    rising = repr(run_panels.summary({"steps_to_plateau": 120.0}, 0.5, []))
+    assert "children='120'" in rising  # steps still to climb need no confirmation
+
+    item = {"id": 1, "name": "r", "open_alerts": 1, "fit": {"steps_to_plateau": 0.0}}
+    assert run_row({**item, "open_alert_kinds": []})["to_plateau"] == "not confirmed"
+    assert run_row({**item, "open_alert_kinds": ["plateau_reached"]})["to_plateau"] == "0"
+    assert run_row({**item, "fit": {"steps_to_plateau": 35.4}})["to_plateau"] == "35"
+    assert run_row({**item, "fit": {}})["to_plateau"] == "—"

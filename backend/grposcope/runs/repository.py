@@ -81,13 +81,17 @@ def scoped(query: Select, team: str | None, project: str | None) -> Select:
     return query
 
 
-def open_alert_counts(session: Session, run_ids: Sequence[int]) -> dict[int, int]:
+def open_alert_kinds(session: Session, run_ids: Sequence[int]) -> dict[int, dict[str, int]]:
+    """Per run, its open (or acknowledged) alerts counted by kind, in one statement."""
     rows = session.execute(
-        select(Alert.run_id, func.count())
+        select(Alert.run_id, Alert.kind, func.count())
         .where(Alert.run_id.in_(run_ids), Alert.state.in_(OPEN_STATES))
-        .group_by(Alert.run_id)
+        .group_by(Alert.run_id, Alert.kind)
     )
-    return {run_id: n for run_id, n in rows}
+    out: dict[int, dict[str, int]] = {}
+    for run_id, kind, n in rows:
+        out.setdefault(run_id, {})[kind] = n
+    return out
 
 
 def latest_values(session: Session, run_ids: Sequence[int]) -> dict[int, dict[str, RunMetric]]:

@@ -112,6 +112,11 @@ class RunSummary(BaseModel):
     created_at: datetime
     updated_at: datetime
     open_alerts: int = Field(description="Number of open or acknowledged alerts.")
+    open_alert_kinds: list[str] = Field(
+        default_factory=list,
+        description="Kinds of the open or acknowledged alerts, sorted (e.g. whether "
+        "`plateau_reached` advises stopping).",
+    )
     latest: dict[str, Any] = Field(description="Latest value of the reward series, if any.")
     fit: dict[str, Any] | None = Field(description="Compact latest fit (plateau, regime, margins).")
 

@@ -117,14 +117,16 @@ def list_runs(
     runs = list(session.scalars(query.order_by(Run.updated_at.desc(), Run.id.desc())
                                 .limit(limit).offset(offset)))  # fmt: skip
     ids = [r.id for r in runs]
-    alerts = repo.open_alert_counts(session, ids)
+    alerts = repo.open_alert_kinds(session, ids)
     latest = repo.latest_values(session, ids)
     fits = repo.latest_snapshots(session, ids)
-    items = [_summary(r, alerts.get(r.id, 0), latest.get(r.id, {}), fits.get(r.id)) for r in runs]
+    items = [_summary(r, alerts.get(r.id, {}), latest.get(r.id, {}), fits.get(r.id)) for r in runs]
     return {"items": items, "total": total}
 
 
-def _summary(run: Run, open_alerts: int, latest: dict, fit: FitSnapshot | None) -> dict[str, Any]:
+def _summary(
+    run: Run, open_alerts: dict[str, int], latest: dict, fit: FitSnapshot | None
+) -> dict[str, Any]:
     reward_key = pick_reward_key(latest.keys())
     values: dict[str, Any] = {}
     if reward_key is not None:
@@ -135,7 +137,8 @@ def _summary(run: Run, open_alerts: int, latest: dict, fit: FitSnapshot | None) 
         "id": run.id, "name": run.name, "project": run.project.name,
         "team": run.project.team.name, "status": run.status, "last_step": run.last_step,
         "created_at": run.created_at, "updated_at": run.updated_at,
-        "open_alerts": open_alerts, "latest": values, "fit": compact_fit(fit),
+        "open_alerts": sum(open_alerts.values()), "open_alert_kinds": sorted(open_alerts),
+        "latest": values, "fit": compact_fit(fit),
     }  # fmt: skip
 
 

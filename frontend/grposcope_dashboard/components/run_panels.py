@@ -16,6 +16,7 @@ from grposcope_dashboard.components.common import stat, tip
 from grposcope_dashboard.figures import clip
 from grposcope_dashboard.formatting import (
     DASH,
+    PLATEAU_ALERT,
     interval,
     margin_level,
     num,
@@ -25,6 +26,7 @@ from grposcope_dashboard.formatting import (
     status_color,
     step,
     to_float,
+    to_plateau,
 )
 
 # The newest alerts listed on the run page; a flapping rule can leave hundreds on a long run,
@@ -73,6 +75,10 @@ def summary(
     plateau = fit.get("plateau") or {}
     compute = fit.get("compute") or {}
     wasted = compute.get("wasted_steps", compute.get("wasted_so_far"))
+    advised = any(
+        a.get("kind") == PLATEAU_ALERT and a.get("state") in ("open", "acknowledged")
+        for a in alerts
+    )
     cards = [
         stat("Reward now", num(latest)),
         stat(
@@ -81,8 +87,8 @@ def summary(
         ),
         stat(
             tip("Steps to plateau", "steps_to_plateau"),
-            step(fit.get("steps_to_plateau")),
-            sub=f"{step(wasted)} steps past it" if wasted else None,
+            to_plateau(fit.get("steps_to_plateau"), advised),
+            sub=f"{step(wasted)} steps past it" if wasted and advised else None,
         ),
         stat(
             tip("Regime", "regime"),

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from grposcope_dashboard.formatting import DASH, interval, num, signed, step, to_float
+from grposcope_dashboard.formatting import (
+    DASH,
+    PLATEAU_ALERT,
+    interval,
+    num,
+    signed,
+    step,
+    to_float,
+    to_plateau,
+)
 
 COLUMNS = [
     ("run", "Run", "markdown"),
@@ -23,7 +32,8 @@ COLUMNS = [
 HEADER_TIPS = {
     "plateau": "Forecast reward plateau (fitted p*) with its 80 % interval.",
     "to_plateau": "Steps until the fitted curve is 95 % of the way to the plateau; "
-    "0 means it is there: further steps mostly spend compute.",
+    "0 only while plateau_reached is open (further steps mostly spend compute); "
+    "'not confirmed': the curve is flat but the reward may still rise.",
     "regime": "overdamped: smooth rise · oscillatory: overshoots then settles · "
     "unstable: swings grow.",
     "margin": "Stability margin: 1 far from trouble, 0 at the edge, negative unstable. "
@@ -47,7 +57,9 @@ def run_row(item: dict[str, Any]) -> dict[str, Any]:
         "last_step": step(item.get("last_step")),
         "reward": num(latest.get("value", latest.get("reward"))),
         "plateau": interval(fit.get("plateau"), fit.get("plateau_lo"), fit.get("plateau_hi")),
-        "to_plateau": step(fit.get("steps_to_plateau")),
+        "to_plateau": to_plateau(
+            fit.get("steps_to_plateau"), PLATEAU_ALERT in item.get("open_alert_kinds", ())
+        ),
         "regime": (fit.get("regime") or DASH).replace("_", " "),
         "margin": margin,
         "margin_value": to_float(fit.get("margin_exact", fit.get("margin_continuum"))),
