@@ -574,6 +574,9 @@ def plateau(all_cases: list[Case]) -> None:
         m = flat & (cut == c)
         n = int((cut == c).sum())
         print(f"  cut {c:.0%}: {int(m.sum())} of {n}, then gained {gained[m].mean():.0%}")
+    fixed = [c.fit.regime for c in picked if c.fit.regime_determined]
+    print(f"regime determined (ζ's 80 % interval on one side of 1): {len(fixed)} of {len(picked)} "
+          f"fits ({', '.join(f'{fixed.count(g)} {g}' for g in sorted(set(fixed)))})")  # fmt: skip
     above = np.mean(final > bands[zero, :, 1])
     print(
         f"κ = 0 misses: the run ended above the interval {above:.0%}, "

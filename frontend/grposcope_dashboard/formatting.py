@@ -148,6 +148,14 @@ def interval(value: Any, lo: Any, hi: Any, digits: int = 3) -> str:
     return f"{num(value, digits)} [{num(lo, digits)}, {num(hi, digits)}]"
 
 
+def regime_name(value: str | None, determined: Any = None) -> str:
+    """'oscillatory', or 'oscillatory?' where the fit says ζ's 80 % interval holds 1
+    (``regime_determined`` false): the data do not tell an overshoot from a smooth rise."""
+    if not value:
+        return DASH
+    return value.replace("_", " ") + ("?" if determined is False else "")
+
+
 def regime(value: str | None) -> str:
     """'overdamped' → 'overdamped — rises smoothly to its plateau, no overshoot'."""
     if not value:

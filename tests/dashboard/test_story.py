@@ -130,3 +130,17 @@ def test_zero_steps_to_plateau_is_advice_only_while_plateau_reached_is_open():
     assert run_row({**item, "open_alert_kinds": ["plateau_reached"]})["to_plateau"] == "0"
     assert run_row({**item, "fit": {"steps_to_plateau": 35.4}})["to_plateau"] == "35"
     assert run_row({**item, "fit": {}})["to_plateau"] == "—"
+
+
+def test_a_regime_the_data_do_not_determine_says_so():
+    from grposcope_dashboard.components.run_rows import run_row
+
+    vague = {"regime": "oscillatory", "regime_determined": False,
+             "oscillator": {"zeta": 0.74, "zeta_lo": 0.41, "zeta_hi": 1.32}}  # fmt: skip
+    line = repr(story.regime_line(vague))
+    assert "Not determined" in line and "0.41–1.32" in line
+    assert "Not determined" not in repr(story.regime_line({**vague, "regime_determined": True}))
+    assert "children='oscillatory?'" in repr(run_panels.summary(vague, 0.5, []))
+    item = {"id": 1, "name": "r", "open_alerts": 0}
+    assert run_row({**item, "fit": vague})["regime"] == "oscillatory?"
+    assert run_row({**item, "fit": {"regime": "overdamped"}})["regime"] == "overdamped"

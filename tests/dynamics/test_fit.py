@@ -12,6 +12,7 @@ import pytest
 from grposcope.dynamics.continuum import Hyper, continuum_coefficients
 from grposcope.dynamics.fit import MIN_POINTS, WarmStart, fit_series
 from grposcope.dynamics.model import plateau_s, trajectory
+from grposcope.dynamics.snapshot import FitSnapshotModel
 
 RANGE = 0.8  # p* − p0 of the synthetic curves
 NOISE = 0.05 * RANGE
@@ -277,3 +278,23 @@ def test_real_logs_fit_without_errors(real_logs) -> None:
         assert fit.success, (path.name, fit.message)
         assert fit.oscillator.r2_smoothed > 0.5, path.name
         json.dumps(fit.to_json(), allow_nan=False)
+
+
+def test_regime_is_determined_only_where_zetas_interval_stays_on_one_side_of_one() -> None:
+    """A clear overshoot pins ζ under 1; a noisy smooth rise leaves ζ's 80 % interval around 1,
+    and the fit says its regime is not determined (the dashboard shows 'overdamped?')."""
+    t, y, _ = _curve(0.3, seed=3, n=300, noise=0.02)
+    swing = fit_series(t, y)
+    lo, hi = swing.zeta_interval
+    assert lo < swing.oscillator.zeta < hi < 1.0
+    assert swing.regime == "oscillatory" and swing.regime_determined is True
+    rng = np.random.default_rng(4)
+    steps = np.arange(1.0, 81.0)
+    smooth = 0.6 - 0.4 * np.exp(-steps / 25.0) + rng.normal(0.0, 0.15, steps.size)
+    vague = fit_series(steps, smooth)
+    lo, hi = vague.zeta_interval
+    assert lo < 1.0 < hi and vague.regime_determined is False
+    out = vague.to_json()
+    assert out["regime_determined"] is False
+    assert out["oscillator"]["zeta_lo"] == lo and out["oscillator"]["zeta_hi"] == hi
+    assert FitSnapshotModel.from_result(vague).regime_determined is False

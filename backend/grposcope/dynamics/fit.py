@@ -331,6 +331,7 @@ def fit_series(
         oscillator=osc,
         single_exponential=exp_fit,
         regime=classify_regime(osc.zeta),
+        zeta_interval=_zeta_interval(sol.theta, cov),
         plateau=plateau,
         phases=(slow_end, plateau_start),
         constrained=constrained,
@@ -374,6 +375,14 @@ def _plateau(
     if bounds is not None:
         lo, hi = min(max(lo, bounds[0]), bounds[1]), min(max(hi, bounds[0]), bounds[1])
     return Interval(p_star, lo, hi)
+
+
+def _zeta_interval(theta: np.ndarray, cov: np.ndarray | None) -> tuple[float, float] | None:
+    """ζ's 80 % interval from the Laplace covariance of log ζ (θ[3])."""
+    if cov is None or not math.isfinite(cov[3, 3]) or cov[3, 3] < 0:
+        return None
+    half = Z80 * math.sqrt(cov[3, 3])
+    return math.exp(theta[3] - half), math.exp(theta[3] + half)
 
 
 def _with_forecasts(

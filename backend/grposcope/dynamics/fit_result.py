@@ -240,6 +240,9 @@ class FitResult:
     oscillator: OscillatorFit | None = None
     single_exponential: ExponentialFit | None = None
     regime: str | None = None
+    # ζ's 80 % interval (Laplace, the same covariance as the plateau's): where it holds 1, the
+    # data do not tell an overshooting rise from a smooth one, and `regime` is only ζ's side.
+    zeta_interval: tuple[float, float] | None = None
     plateau: Interval | None = None
     phases: tuple[float | None, float | None] = (None, None)
     constrained: ConstrainedFit | None = None
@@ -271,6 +274,14 @@ class FitResult:
     prediction: Prediction | None = None
     compute: dict[str, float | None] | None = None
 
+    @property
+    def regime_determined(self) -> bool | None:
+        """Whether ζ's 80 % interval lies on one side of 1 (None without an interval)."""
+        if self.zeta_interval is None:
+            return None
+        lo, hi = self.zeta_interval
+        return bool(hi < 1.0 or lo > 1.0)
+
     def to_json(self) -> dict[str, Any]:
         """The `grposcope fit --json` payload: the values computed by the fit, written out."""
         out: dict[str, Any] = {
@@ -281,9 +292,12 @@ class FitResult:
             "metric": self.metric,
             "first_step": self.first_step,
             "last_step": self.last_step,
-            "oscillator": _osc_json(self.oscillator, len(self.theta) > 4, self.cold_points),
+            "oscillator": _osc_json(
+                self.oscillator, len(self.theta) > 4, self.cold_points, self.zeta_interval
+            ),
             "single_exponential": _exp_json(self.single_exponential),
             "regime": self.regime,
+            "regime_determined": self.regime_determined,
             "plateau": None if self.plateau is None else vars(self.plateau).copy(),
             "phases": {"slow_start_end": self.phases[0], "plateau_start": self.phases[1]},
             "steps_to_plateau": self.steps_to_plateau,
@@ -306,12 +320,16 @@ class FitResult:
         return finite(out)
 
 
-def _osc_json(o: OscillatorFit | None, t0_fitted: bool, cold_points: int) -> dict[str, Any] | None:
+def _osc_json(
+    o: OscillatorFit | None, t0_fitted: bool, cold_points: int,
+    zeta_interval: tuple[float, float] | None,
+) -> dict[str, Any] | None:  # fmt: skip
     if o is None:
         return None
     keys = ("p_star", "p0", "omega0", "zeta", "r2", "r2_smoothed", "aic", "t0")
+    lo, hi = zeta_interval if zeta_interval is not None else (None, None)
     return {**{k: getattr(o, k) for k in keys}, "t0_fitted": t0_fitted,
-            "cold_fit_points": cold_points}  # fmt: skip
+            "cold_fit_points": cold_points, "zeta_lo": lo, "zeta_hi": hi}  # fmt: skip
 
 
 def _exp_json(o: ExponentialFit | None) -> dict[str, Any] | None:

@@ -56,6 +56,8 @@ class OscillatorPart(_Part):
         description="Points of the cold fit (grid search) this fit's chain of warm refits "
         "started from; the next refit is cold once the series has 25 % more.",
     )
+    zeta_lo: float | None = Field(default=None, description="ζ's 80 % interval, low end.")
+    zeta_hi: float | None = Field(default=None, description="ζ's 80 % interval, high end.")
 
 
 class ExponentialPart(_Part):
@@ -197,6 +199,11 @@ class FitSnapshotModel(_Part):
     oscillator: OscillatorPart | None = None
     single_exponential: ExponentialPart | None = None
     regime: str | None = None
+    regime_determined: bool | None = Field(
+        default=None,
+        description="Whether ζ's 80 % interval lies on one side of 1: false, the data do not "
+        "tell an overshooting rise from a smooth one and `regime` is only ζ's side.",
+    )
     plateau: IntervalPart | None = None
     phases: PhasesPart = Field(default_factory=PhasesPart)
     steps_to_plateau: float | None = None

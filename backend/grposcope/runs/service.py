@@ -152,6 +152,7 @@ def compact_fit(fit: FitSnapshot | None) -> dict[str, Any] | None:
         "margin_continuum": fit.margin_continuum, "margin_exact": fit.margin_exact,
         "r2_smoothed": fit.r2_smoothed,
         "steps_to_plateau": snapshot.steps_to_plateau,
+        "regime_determined": snapshot.regime_determined,
     }  # fmt: skip
 
 

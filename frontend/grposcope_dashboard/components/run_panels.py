@@ -21,6 +21,7 @@ from grposcope_dashboard.formatting import (
     margin_level,
     num,
     params,
+    regime_name,
     severity_color,
     signed,
     status_color,
@@ -92,7 +93,9 @@ def summary(
         ),
         stat(
             tip("Regime", "regime"),
-            "unstable" if unstable else (fit.get("regime") or DASH).replace("_", " "),
+            "unstable"
+            if unstable
+            else regime_name(fit.get("regime"), fit.get("regime_determined")),
             color="danger" if unstable else None,
         ),
         stat(tip("Damping ζ", "zeta"), num((fit.get("oscillator") or {}).get("zeta"))),

@@ -9,6 +9,7 @@ from grposcope_dashboard.formatting import (
     PLATEAU_ALERT,
     interval,
     num,
+    regime_name,
     signed,
     step,
     to_float,
@@ -35,7 +36,8 @@ HEADER_TIPS = {
     "0 only while plateau_reached is open (further steps mostly spend compute); "
     "'not confirmed': the curve is flat but the reward may still rise.",
     "regime": "overdamped: smooth rise · oscillatory: overshoots then settles · "
-    "unstable: swings grow.",
+    "unstable: swings grow. '?': the fitted ζ's 80 % interval holds 1, so the data do not "
+    "tell which yet.",
     "margin": "Stability margin: 1 far from trouble, 0 at the edge, negative unstable. "
     "Exact (step by step) first, the paper's closed form second.",
     "reward": "Latest logged value of the run's reward series.",
@@ -60,7 +62,7 @@ def run_row(item: dict[str, Any]) -> dict[str, Any]:
         "to_plateau": to_plateau(
             fit.get("steps_to_plateau"), PLATEAU_ALERT in item.get("open_alert_kinds", ())
         ),
-        "regime": (fit.get("regime") or DASH).replace("_", " "),
+        "regime": regime_name(fit.get("regime"), fit.get("regime_determined")),
         "margin": margin,
         "margin_value": to_float(fit.get("margin_exact", fit.get("margin_continuum"))),
         "alerts": str(item.get("open_alerts", 0)),

@@ -59,6 +59,16 @@ def regime_line(fit: Mapping[str, Any]) -> list[Any]:
     out: list[Any] = [tip("Regime", "regime"), ": ", regime(fit.get("regime"))]
     if to_float(zeta) == to_float(zeta):
         out.append(f" (from the fitted ζ {num(zeta)}, the shape of the reward curve).")
+    osc = fit.get("oscillator") or {}
+    if fit.get("regime_determined") is False:
+        out.append(
+            html.Span(
+                f" Not determined: ζ's 80 % interval, {num(osc.get('zeta_lo'))}–"
+                f"{num(osc.get('zeta_hi'))}, holds 1, so the data do not yet tell an "
+                "overshooting rise from a smooth one.",
+                className="text-muted small",
+            )
+        )
     exact = cons.get("zeta_exact")
     fitted_side, exact_side = _side(zeta), _side(exact)
     if fitted_side and exact_side and fitted_side != exact_side:
