@@ -12,7 +12,15 @@ import plotly.graph_objects as go
 
 from grposcope_dashboard import analysis
 from grposcope_dashboard.figures import PALETTE, _none_nan, base_layout, empty_figure
-from grposcope_dashboard.formatting import interval, num, params, signed, step, to_float
+from grposcope_dashboard.formatting import (
+    interval,
+    num,
+    params,
+    regime_name,
+    signed,
+    step,
+    to_float,
+)
 
 MODES = ("raw", "smoothed", "normalised")
 
@@ -70,9 +78,9 @@ def parameter_rows(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
                 "plateau": interval(plateau.get("value"), plateau.get("lo"), plateau.get("hi")),
                 "p0": num(osc.get("p0")),
                 "ω0": num(osc.get("omega0")),
-                "ζ": num(osc.get("zeta")),
+                "ζ": interval(osc.get("zeta"), osc.get("zeta_lo"), osc.get("zeta_hi")),
                 "timescale": step(analysis.timescale(osc.get("omega0"), osc.get("zeta"))),
-                "regime": (fit.get("regime") or "—").replace("_", " "),
+                "regime": regime_name(fit.get("regime"), fit.get("regime_determined")),
                 "K": num(cons.get("K")),
                 "margin (exact)": signed(cons.get("margin_exact")),
                 "R² smoothed": num(osc.get("r2_smoothed"), 2),

@@ -188,6 +188,11 @@ def test_parameter_rows_and_run_rows_format_numbers() -> None:
     rows = fc.parameter_rows([{"name": "a", "fit": FIT, "hyperparameters": {"num_generations": 8}}])
     assert rows[0]["plateau"] == "1 [0.9, 1.1]"
     assert rows[0]["G"] == "8"
+    assert rows[0]["regime"] == "overdamped" and rows[0]["ζ"] == "1.5"
+    vague = {**FIT, "regime_determined": False,
+             "oscillator": {**FIT["oscillator"], "zeta_lo": 0.8, "zeta_hi": 2.6}}  # fmt: skip
+    (row,) = fc.parameter_rows([{"name": "b", "fit": vague}])
+    assert row["regime"] == "overdamped?" and row["ζ"] == "1.5 [0.8, 2.6]"
     row = run_row({"id": 3, "name": "my_run", "team": "ml", "project": "p", "status": "running",
                    "last_step": 1200, "open_alerts": 2, "latest": {"value": 0.5},
                    "fit": {"plateau": 0.8, "plateau_lo": 0.7, "plateau_hi": 0.9,
