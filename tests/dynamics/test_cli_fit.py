@@ -186,3 +186,24 @@ def test_noise_split_from_the_std_column(tmp_path: Path, capsys) -> None:
 def test_noise_option_errors(log_csv: Path, capsys, args: list[str], message: str) -> None:
     assert main(["fit", str(log_csv), *args]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_human_output_says_when_the_regime_is_not_determined(tmp_path: Path, capsys) -> None:
+    rng = np.random.default_rng(4)
+    steps = np.arange(1, 81)
+    y = 0.6 - 0.4 * np.exp(-steps / 25.0) + rng.normal(0.0, 0.15, steps.size)
+    p = tmp_path / "noisy.csv"
+    p.write_text("step,reward\n" + "".join(f"{s},{v}\n" for s, v in zip(steps, y, strict=True)))
+    assert main(["fit", str(p), "--json"]) == 0
+    out = _json(capsys)
+    assert out["regime_determined"] is False
+    lo, hi = out["oscillator"]["zeta_lo"], out["oscillator"]["zeta_hi"]
+    assert main(["fit", str(p)]) == 0
+    assert f"not determined: ζ 80 % {lo:.3f}–{hi:.3f}" in capsys.readouterr().out
+
+
+def test_human_output_of_a_clear_overshoot_has_no_caveat(log_csv: Path, capsys) -> None:
+    assert main(["fit", str(log_csv), "--json"]) == 0
+    determined = _json(capsys)["regime_determined"]
+    assert main(["fit", str(log_csv)]) == 0
+    assert ("not determined" in capsys.readouterr().out) is (determined is False)

@@ -219,6 +219,16 @@ def _num(x: Any, fmt: str = ".4g") -> str:
     return "n/a" if x is None else format(x, fmt)
 
 
+def _undetermined(d: dict[str, Any]) -> str:
+    """', not determined: ζ 80 % a–b' where ζ's interval holds 1 (`regime_determined`)."""
+    if d.get("regime_determined") is not False:
+        return ""
+    o = d["oscillator"]
+    return (
+        f", not determined: ζ 80 % {_num(o.get('zeta_lo'), '.3f')}–{_num(o.get('zeta_hi'), '.3f')}"
+    )
+
+
 def format_human(d: dict[str, Any]) -> str:
     """A short report of the fit for people."""
     o, e, pl, ph = d["oscillator"], d["single_exponential"], d["plateau"], d["phases"]
@@ -226,7 +236,8 @@ def format_human(d: dict[str, Any]) -> str:
         f"{d['metric']}: {d['n_points']} points, steps {_num(d['first_step'], 'g')}–"
         f"{_num(d['last_step'], 'g')}  [{d['status']}]",
         f"oscillator: p*={_num(o['p_star'])} p0={_num(o['p0'])} omega0={_num(o['omega0'])} "
-        f"zeta={_num(o['zeta'], '.3f')} ({d['regime']})  R2={_num(o['r2'], '.3f')} "
+        f"zeta={_num(o['zeta'], '.3f')} ({d['regime']}{_undetermined(d)})  "
+        f"R2={_num(o['r2'], '.3f')} "
         f"R2_smoothed={_num(o['r2_smoothed'], '.3f')} AIC={_num(o['aic'], '.1f')}",
         f"single exponential: p*={_num(e['p_star'])} rate={_num(e['rate'])}  "
         f"R2_smoothed={_num(e['r2_smoothed'], '.3f')} AIC={_num(e['aic'], '.1f')}",
