@@ -542,8 +542,9 @@ def plateau(all_cases: list[Case]) -> None:
         f = c.fit
         assert f.scaling is not None and f.covariance is not None
         sd_star = f.scaling.scale * math.sqrt(f.covariance[0][0])
-        pl = fit_module._plateau(f.plateau.value, sd_star, f.noise_sd, f.scaling, f.total_steps,
-                                 f.bounds, kappa)  # fmt: skip
+        pl = fit_module.plateau_interval(
+            f.plateau.value, sd_star, f.noise_sd, f.scaling, f.total_steps, f.bounds, kappa
+        )
         return pl.lo, pl.hi
 
     bands = np.array([[interval(c, k) for c in picked] for k in PLATEAU_KAPPAS])  # (κ, case, 2)

@@ -3,24 +3,17 @@
 
 from __future__ import annotations
 
-import sys
 import warnings
 from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
+from tests.fixtures.bench_modules import load
 
 
 def _bench():
-    """The replay and the corpus labels, from bench/ (not a package)."""
-    sys.path.insert(0, str(BENCH))
-    try:
-        import alert_replay
-        import corpus
-    finally:
-        sys.path.remove(str(BENCH))
-    return alert_replay, corpus
+    """The replay and the corpus labels, from bench/."""
+    return load("alert_replay", "corpus")
 
 
 @pytest.fixture(scope="module")

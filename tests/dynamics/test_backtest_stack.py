@@ -5,20 +5,14 @@ measure memory (docs/dynamics-fit.md)."""
 from __future__ import annotations
 
 import itertools
-import sys
-from pathlib import Path
 
 import numpy as np
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
+from tests.fixtures.bench_modules import load
 
 
 def _backtest():
-    sys.path.insert(0, str(BENCH))
-    try:
-        import backtest
-    finally:
-        sys.path.remove(str(BENCH))
+    (backtest,) = load("backtest")
     return backtest
 
 

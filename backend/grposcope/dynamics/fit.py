@@ -314,7 +314,7 @@ def fit_series(
     constrained = _constrained(data, sc, prob, hyper, lr_in_effect) if hyper is not None else None
     sd_star = sc.scale * math.sqrt(cov[0, 0]) if cov is not None else float("inf")
     bounds = known_bounds(metric, series.values)
-    plateau = _plateau(osc.p_star, sd_star, data.noise_sd, sc, horizon, bounds)
+    plateau = plateau_interval(osc.p_star, sd_star, data.noise_sd, sc, horizon, bounds)
     slow_end, plateau_start = phases(osc.omega0, osc.zeta, osc.t0)
     k = max(3, int(round(RECENT_FRACTION * n)))
     ok = sol.success and cov is not None
@@ -355,7 +355,7 @@ def fit_series(
     return _with_forecasts(result, horizon, predict)
 
 
-def _plateau(
+def plateau_interval(
     p_star: float,
     sd_star: float,
     noise_sd: float,

@@ -76,10 +76,7 @@ def summary(
     plateau = fit.get("plateau") or {}
     compute = fit.get("compute") or {}
     wasted = compute.get("wasted_steps", compute.get("wasted_so_far"))
-    advised = any(
-        a.get("kind") == PLATEAU_ALERT and a.get("state") in ("open", "acknowledged")
-        for a in alerts
-    )
+    advised = bool(story.in_force(alerts, PLATEAU_ALERT))
     cards = [
         stat("Reward now", num(latest)),
         stat(

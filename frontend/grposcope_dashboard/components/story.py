@@ -19,6 +19,7 @@ from grposcope_dashboard.components.common import tip
 from grposcope_dashboard.formatting import num, regime, signed, step, to_float
 
 INSTABILITY = "dynamical_instability"
+LIVE_STATES = ("open", "acknowledged")
 
 
 def lag_sentence(cons: Mapping[str, Any]) -> str | None:
@@ -88,16 +89,15 @@ def regime_line(fit: Mapping[str, Any]) -> list[Any]:
     return out
 
 
+def in_force(alerts: Sequence[Mapping[str, Any]], kind: str) -> list[Mapping[str, Any]]:
+    """The run's alerts of ``kind`` still in force (open or acknowledged)."""
+    return [a for a in alerts if a.get("kind") == kind and a.get("state") in LIVE_STATES]
+
+
 def unstable_episode(alerts: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
     """The critical instability alert still in force (open or acknowledged), if any: the run
     became unstable and has not recovered, whatever the fit of the earlier curve says."""
-    live = [
-        a
-        for a in alerts
-        if a.get("kind") == INSTABILITY
-        and a.get("severity") == "critical"
-        and a.get("state") in ("open", "acknowledged")
-    ]
+    live = [a for a in in_force(alerts, INSTABILITY) if a.get("severity") == "critical"]
     return max(live, key=lambda a: to_float(a.get("opened_step")), default=None)
 
 
