@@ -35,6 +35,8 @@ def centred_average(values: Sequence[float], window: int) -> np.ndarray:
     if window < 1:
         raise ValueError(f"window must be >= 1, got {window}")
     y = np.asarray(values, dtype=float)
+    if y.size == 0:  # a run with no point yet (np.convolve refuses an empty array)
+        return y
     ok = np.isfinite(y)
     filled = np.where(ok, y, 0.0)
     kernel = np.ones(window)

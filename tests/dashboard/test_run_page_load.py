@@ -61,3 +61,31 @@ def test_diagnostics_read_their_series_from_the_page_digest_only() -> None:
     assert api.calls == [("series", (7, ("entropy", "frac_reward_zero_std", "kl"), 800))]
     assert figures.IID in built["state"]["trace_keys"]  # the group size came from the digest
     assert built["state"]["last"] == {"entropy": 3, "frac_reward_zero_std": 3, "kl": 3}
+
+
+class EmptyRunApi:
+    """A run that exists and has logged nothing yet (or no reward): no series, no fit."""
+
+    def series(self, run_id: int, keys: list[str], **kw: Any) -> dict[str, Any]:
+        return {k: {"steps": [], "values": []} for k in keys}
+
+    def fit(self, run_id: int) -> None:
+        return None
+
+
+def test_a_run_without_points_gets_its_page_not_a_bad_id_message() -> None:
+    api = EmptyRunApi()
+    fresh = {"id": 12, "metric_keys": [], "reward_key": None, "status": "running"}
+    built = run_data.build_reward(api, fresh)  # type: ignore[arg-type]
+    assert built["xy"] == {"steps": [], "smooth": []} and built["latest"] is None
+    assert built["fig"].layout.annotations[0].text == run_data.WAITING
+    # A reward key the run has registered but no point of it yet: the page draws, empty.
+    started = {"id": 13, "metric_keys": ["reward"], "reward_key": "reward", "status": "running"}
+    assert run_data.build_reward(api, started)["xy"]["steps"] == []  # type: ignore[arg-type]
+
+
+def test_a_run_with_no_reward_series_says_which_keys_it_has() -> None:
+    run = {"id": 10, "metric_keys": ["kl", "loss"], "reward_key": None, "status": "finished"}
+    fig = run_data.build_reward(EmptyRunApi(), run)["fig"].layout.annotations[0].text  # type: ignore[arg-type]
+    assert "No reward series among this run's 2 keys (kl, loss)" in fig
+    assert run_data.WAITING not in fig

@@ -36,10 +36,12 @@ GRAPH_CONFIG = {"displaylogo": False, "responsive": True}
 def layout(run_id: str | None = None, **_: str) -> html.Div:
     api = api_client.client()
     try:
-        run = api.run(int(run_id or ""))
-        built = run_data.build_reward(api, run)
+        rid = int(run_id or "")
     except ValueError:
         return dbc.Alert(f"{run_id!r} is not a run id.", color="warning")
+    try:
+        run = api.run(rid)
+        built = run_data.build_reward(api, run)
     except ApiError as exc:
         if exc.status == 404:
             return dbc.Alert(["Run not found. ", html.A("All runs", href="/")], color="warning")

@@ -55,7 +55,7 @@ def build_reward(api: Api, run: dict[str, Any]) -> dict[str, Any]:
             max_steps=max_steps,
         )
     else:
-        fig = figures.empty_figure(WAITING)
+        fig = figures.empty_figure(no_reward_line(run))
     latest = reward["values"][-1] if reward["values"] else None
     state = {
         "run_id": run["id"],
@@ -72,6 +72,20 @@ def build_reward(api: Api, run: dict[str, Any]) -> dict[str, Any]:
     }
     xy = {"steps": list(reward["steps"]), "smooth": [round(v, 6) for v in smooth.tolist()]}
     return {"fig": fig, "fit": fit, "state": state, "xy": xy, "latest": latest}
+
+
+def no_reward_line(run: dict[str, Any]) -> str:
+    """What the reward chart says without a reward series: waiting for a run that has logged
+    nothing yet, and which keys it did log otherwise (a log imported without a reward column
+    is not going to grow one)."""
+    keys = run.get("metric_keys") or []
+    if not keys:
+        return WAITING
+    shown = ", ".join(keys[:8]) + (f" and {len(keys) - 8} more" if len(keys) > 8 else "")
+    return (
+        f"No reward series among this run's {len(keys)} keys ({shown}): nothing to fit. "
+        "Log it under a name grposcope recognises, such as 'reward' (docs/log-formats.md)."
+    )
 
 
 def max_steps_of(run: dict[str, Any]) -> int | None:
