@@ -170,3 +170,23 @@ def test_the_runs_list_names_each_runs_open_alert_kinds(api):
     assert by_id[run_id]["open_alerts"] == 2
     assert by_id[run_id]["open_alert_kinds"] == ["plateau_reached", "reward_hacking"]
     assert by_id[quiet]["open_alerts"] == 0 and by_id[quiet]["open_alert_kinds"] == []
+
+
+def test_an_episode_recorded_after_the_fact_keeps_its_rules_sentence(api):
+    """An import is recorded in one refit: its closed episodes become resolved alerts whose
+    message is the rule's sentence for that episode, not just the kind's name."""
+    from sqlalchemy import select
+
+    from grposcope.alerts.lifecycle import apply_outcomes
+    from grposcope.db import session_scope
+    from grposcope.models import Alert, Run
+
+    run_id = make_run(api, api.alpha)["id"]
+    factory = api.client.app.state.session_factory
+    past = Episode(10, 30, "warning", {"o": 10}, 0, message="entropy is falling fast")
+    with session_scope(factory) as session:
+        apply_outcomes(session, session.get(Run, run_id),
+                       [Outcome("policy_concentration", "ok", "t", episodes=(past,))])  # fmt: skip
+    with session_scope(factory) as session:
+        stored = session.scalars(select(Alert)).one()
+        assert stored.message == "(recorded after the fact) entropy is falling fast"

@@ -68,6 +68,17 @@ def test_a_run_that_blew_up_reads_unstable_whatever_the_earlier_fit_says():
     assert story.unstable_episode([warning]) is None
 
 
+def test_an_instability_warned_of_before_it_turned_critical_reads_critical_from_then():
+    # the precursor's warning opened the episode at 86; the collapse made it critical at 139
+    alert = {"kind": "dynamical_instability", "severity": "critical", "state": "open",
+             "opened_step": 86, "evidence": {"collapse": {"fall": 0.34},
+                                             "severity_since_step": 139}}  # fmt: skip
+    panel = repr(run_panels.stability({}, None, [alert]))
+    assert "since step 139 (warned from step 86)" in panel and "since step 86" not in panel
+    cards = repr(run_panels.summary({}, 0.1, [alert]))
+    assert "unstable since step 139" in cards
+
+
 def test_evidence_reads_as_one_sentence_with_its_numbers():
     alert = {"kind": "advantage_degeneracy", "message": "most groups got identical rewards",
              "evidence": {"zero_std_share": 0.83, "iid_prediction": 0.41, "group_size": 4,

@@ -39,6 +39,31 @@ def test_instant_condition_opens_at_once_and_severity_follows_latest():
     assert eps[0].opened_step == 1 and eps[0].severity == "warning"
 
 
+def test_an_episode_that_rose_in_severity_says_since_when():
+    # a warning opens at step 6, the condition turns critical at 12 and stays so
+    eps = episodes(_trace([0] * 5 + [2] * 6 + [3] * 5), open_window=1, resolve_window=5)
+    assert eps[0].opened_step == 6 and eps[0].severity == "critical"
+    assert eps[0].evidence["severity_since_step"] == 12
+    same = episodes(_trace([0] * 5 + [3] * 6), open_window=1, resolve_window=5)
+    assert "severity_since_step" not in same[0].evidence  # critical from its opening
+
+
+def test_every_episode_carries_its_rules_sentence():
+    from grposcope.diagnostics import engine
+
+    s = np.arange(1, 201)  # its own noise: the module's RNG feeds the tests after it
+    v = 0.8 - 0.7 * np.exp(-0.04 * s) + np.random.default_rng(7).normal(0, 0.02, s.size)
+    es = s[::10]
+    decoupled = np.where(es < 80, v[::10] * 0.9, v[::10][7] * 0.9 - 0.004 * (es - 80))
+    data = RunData({"reward": (s, v), "eval_reward": (es, decoupled)}, "reward", "eval_reward")
+    out = evaluate("reward_hacking", data, defaults("reward_hacking"))
+    assert out.episodes and all(
+        ep.message and ep.message == engine._message("reward_hacking", ep.evidence)
+        for ep in out.episodes
+    )
+    assert out.message == out.episodes[-1].message
+
+
 def _curve(n=200, p0=0.1, p_star=0.8, rate=0.04, noise=0.02):
     s = np.arange(1, n + 1)
     return s, p_star - (p_star - p0) * np.exp(-rate * s) + RNG.normal(0, noise, n)

@@ -126,7 +126,8 @@ def _record_past(session: Session, run: Run, outcome: Outcome, last_seen: int | 
         session.add(Alert(run_id=run.id, kind=outcome.kind, severity=ep.severity,
                           state="resolved", opened_step=ep.opened_step,
                           resolved_step=ep.resolved_step, opened_at=now, updated_at=now,
-                          resolved_at=now, message=f"(recorded after the fact) {outcome.kind}",
+                          resolved_at=now,
+                          message=f"(recorded after the fact) {ep.message or outcome.kind}",
                           evidence=ep.evidence))  # fmt: skip
 
 

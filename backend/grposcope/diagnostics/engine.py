@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -53,7 +54,10 @@ def evaluate(kind: str, data: RunData, params: dict[str, float]) -> Outcome:
         return Outcome(kind, "unavailable", trace)
     windows = int(params["open_window"]), int(params["resolve_window"])
     share = float(params.get("resolve_share", 0.0))
-    eps = tuple(episodes(trace, *windows, share, _run_start(data) if share else None))
+    eps = tuple(
+        dataclasses.replace(ep, message=_message(kind, ep.evidence))
+        for ep in episodes(trace, *windows, share, _run_start(data) if share else None)
+    )
     current = eps[-1] if eps and eps[-1].resolved_step is None else None
     if current is None:
         last = {"last_checked_step": int(trace.steps[-1])} if trace.steps.size else {}
@@ -63,7 +67,7 @@ def evaluate(kind: str, data: RunData, params: dict[str, float]) -> Outcome:
         "firing",
         f"condition held since step {current.opened_step}",
         severity=current.severity,
-        message=_message(kind, current.evidence),
+        message=current.message,
         evidence=current.evidence,
         episodes=eps,
     )

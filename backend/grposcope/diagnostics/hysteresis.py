@@ -78,4 +78,13 @@ def episodes(
 
 
 def _episode(trace: Trace, opened: int, resolved: int | None, lvl: int, i: int) -> Episode:
-    return Episode(opened, resolved, severity_name(lvl), dict(trace.evidence(i)), i)
+    """The episode with the evidence at its last checkpoint; where its severity rose after
+    it opened (a precursor's warning, then the collapse), ``severity_since_step`` says from
+    when it holds: an alert opened at 86 and critical from 139 must not read "critical at 86"
+    when it is read whole (an import, the run page after the fact)."""
+    evidence = dict(trace.evidence(i))
+    start = int(np.searchsorted(trace.steps, opened))
+    reached = start + int(np.argmax(trace.level[start : i + 1] >= lvl))
+    if reached > start:
+        evidence["severity_since_step"] = int(trace.steps[reached])
+    return Episode(opened, resolved, severity_name(lvl), evidence, i)

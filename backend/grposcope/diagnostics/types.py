@@ -52,6 +52,7 @@ class Episode:
     severity: str
     evidence: dict[str, Any]
     last_true_index: int
+    message: str = ""  # the rule's sentence for this episode's evidence (engine.evaluate)
 
 
 @dataclass(frozen=True)

@@ -100,7 +100,7 @@ def summary(
             tip("Margin (exact)", "margin_exact"),
             signed(margin) if alert_margin is not None or not unstable else "past the edge",
             color=margin_level(margin) if not unstable else "danger",
-            sub=f"unstable since step {step(unstable.get('opened_step'))}" if unstable else None,
+            sub=f"unstable since step {step(story.critical_since(unstable))}" if unstable else None,
         ),
         stat("R² (smoothed)", num((fit.get("oscillator") or {}).get("r2_smoothed"), 2)),
     ]

@@ -101,11 +101,22 @@ def unstable_episode(alerts: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] |
     return max(live, key=lambda a: to_float(a.get("opened_step")), default=None)
 
 
+def critical_since(alert: Mapping[str, Any]) -> Any:
+    """The step from which the alert has been at its severity: an instability episode that
+    opened as a precursor's warning and turned critical later says so in its evidence."""
+    return (alert.get("evidence") or {}).get("severity_since_step", alert.get("opened_step"))
+
+
+def _warned_from(alert: Mapping[str, Any]) -> str:
+    since = (alert.get("evidence") or {}).get("severity_since_step")
+    return f" (warned from step {step(alert.get('opened_step'))})" if since is not None else ""
+
+
 def unstable_banner(alert: Mapping[str, Any]) -> html.Div:
     """The run's state at its end, above the fit's verdict (which describes the curve)."""
     ev = alert.get("evidence") or {}
     margin = alert_margin(alert)
-    since = step(alert.get("opened_step"))
+    since = f"{step(critical_since(alert))}{_warned_from(alert)}"
     if _only_predicted(ev):
         # the margin at the run's own settings (its peak lr, its K_ref) is past the edge:
         # the run is on course to blow up, whatever its curve shows so far
@@ -134,7 +145,7 @@ def fitted_margin_caveat(alert: Mapping[str, Any]) -> str:
     if _only_predicted(alert.get("evidence") or {}):
         return "Past the stability edge at the run's settings: expect growing swings."
     return (
-        f"These margins are the model of the curve before step {step(alert.get('opened_step'))}; "
+        f"These margins are the model of the curve before step {step(critical_since(alert))}; "
         "the run is past the edge now (see its critical alert)."
     )
 
