@@ -24,6 +24,7 @@ defaults'.
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import sys
 import warnings
@@ -32,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from corpus import FAILING, SWEEP_PREFIX, Run, label, load_runs  # noqa: E402
+from corpus import FAILING, SWEEP_PREFIX, Run, label, load_runs, require_runs  # noqa: E402
 
 from grposcope.diagnostics.data import FitPoint, RunData  # noqa: E402
 from grposcope.diagnostics.engine import evaluate_all  # noqa: E402
@@ -167,23 +168,33 @@ def lofo(runs: list[Run]) -> None:
         warn = sum(o[2] for _, o in quiet)
         crit = sum(bool(o[1]) for r, o in fail if FAILING.get(r.name, (0, ""))[1] == "collapse")
         print(f"{name}: failing runs flagged {sum(o[0] for _, o in fail)}/{len(fail)} "
-              f"(collapses critical {crit}/2), "
+              f"(collapses critical {crit}/"
+              f"{sum(FAILING.get(r.name, (0, ''))[1] == 'collapse' for r, _ in fail)}), "
               f"critical on runs that did not fail {sum(o[1] for _, o in quiet)}, "
-              f"instability warnings per 200 steps there {200 * warn / steps:.2f}")  # fmt: skip
+              f"instability warnings per 200 steps there "
+              f"{200 * warn / max(steps, 1):.2f}")  # fmt: skip
 
 
 def main() -> int:
     warnings.filterwarnings("ignore")
-    args = sys.argv[1:]
-    if args and args[0] == "--lofo":
-        lofo(load_runs([Path(a) for a in args[1:]]))
-        return 0
-    folders = [Path(a) for a in args]
-    missing = [str(f) for f in folders if not f.is_dir()]
-    if not folders or missing:
-        print(f"usage: alert_replay.py FOLDER... (missing: {missing})")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folders", nargs="+", type=Path)
+    parser.add_argument("--lofo", action="store_true", help="the thresholds held out by family")
+    args = parser.parse_args()
+    missing = [str(f) for f in args.folders if not f.is_dir()]
+    if missing:
+        print(f"not found: {', '.join(missing)}", file=sys.stderr)
         return 2
-    results = [replay(run) for run in load_runs(folders)]
+    runs = load_runs(args.folders)
+    if not require_runs(runs, args.folders):
+        return 2
+    if args.lofo:
+        if len({r.family for r in runs}) < 2:
+            print("--lofo needs runs of two families or more", file=sys.stderr)
+            return 2
+        lofo(runs)
+        return 0
+    results = [replay(run) for run in runs]
     print(
         "\n### Failing runs\n\n| run | first warning | first critical | alerts |\n|---|---|---|---|"
     )

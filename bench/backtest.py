@@ -47,7 +47,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from corpus import Run, load_runs  # noqa: E402
+from corpus import Run, load_runs, require_runs  # noqa: E402
 
 from grposcope.dynamics import fit as fit_module  # noqa: E402
 from grposcope.dynamics import fit_priors  # noqa: E402
@@ -532,6 +532,10 @@ def plateau(all_cases: list[Case]) -> None:
         if c.fit.success and c.fit.covariance is not None:
             fits.setdefault((c.run.name, c.cut), c)
     picked = list(fits.values())
+    if len({c.run.family for c in picked}) < 2:
+        print("the plateau's κ is chosen held out by family: it needs converged fits of two "
+              "families or more", file=sys.stderr)  # fmt: skip
+        return
     final = np.array([np.mean(c.run.values[-max(3, round(0.1 * c.run.values.size)) :])
                       for c in picked])  # fmt: skip
     family = np.array([c.run.family for c in picked])
@@ -606,8 +610,18 @@ def main() -> int:
         print(f"not found: {', '.join(missing)} (the real logs live in ../shared/data/real_logs)")
         return 2
     runs = load_runs(args.folders)
+    if not require_runs(runs, args.folders):
+        return 2
     all_cases = cases(runs)
-    print(f"{len(runs)} runs, {len({r.family for r in runs})} families, {len(all_cases)} forecasts")
+    families = len({r.family for r in runs})
+    print(f"{len(runs)} runs, {families} families, {len(all_cases)} forecasts")
+    if not all_cases:
+        print("no forecast to score: every run is constant or too short to cut", file=sys.stderr)
+        return 2
+    if (args.learn or args.stack) and families < 2:
+        print("--learn and --stack hold each family out and learn on the others: "
+              "they need runs of two families or more", file=sys.stderr)  # fmt: skip
+        return 2
     if args.learn:
         learn(all_cases)
         return 0

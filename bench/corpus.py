@@ -70,16 +70,37 @@ def family_of(name: str) -> str:
     return _MERGED_SOURCES.get(owner, owner)
 
 
-LOG_SUFFIXES = (".csv", ".jsonl", ".json")
+LOG_SUFFIXES = (".csv", ".jsonl", ".json", ".log", ".txt")
+MIN_RUN_POINTS = 20
+
+
+def _log_dir(path: Path) -> bool:
+    """A folder that is one run's log: a TensorBoard run or a Trainer output / checkpoint
+    folder (its trainer_state.json at most one level down), not a folder of runs."""
+    return (
+        any(path.glob("events.out.tfevents*"))
+        or any(path.glob("trainer_state.json"))
+        or any(path.glob("*/trainer_state.json"))
+    )
+
+
+def log_paths(folder: Path) -> list[Path]:
+    """The logs in ``folder`` (not recursive): files the readers know by suffix, and run
+    folders (`_log_dir`)."""
+    return sorted(p for p in folder.iterdir()
+                  if (p.is_file() and p.suffix.lower() in LOG_SUFFIXES)
+                  or (p.is_dir() and _log_dir(p)))  # fmt: skip
 
 
 def load_runs(folders: list[Path]) -> list[Run]:
-    """Every log (CSV, JSON lines, trainer_state.json) in `folders` (not recursive) with a
-    reward series of at least 20 points. A file that is not a readable log is skipped with a
-    line on stderr, so one odd file does not stop a backtest of a whole folder."""
+    """Every log (CSV, JSON lines, trainer_state.json, verl console logs, TensorBoard and
+    checkpoint folders) in `folders` (not recursive) with a reward series of at least
+    `MIN_RUN_POINTS` points. Whatever is left out is named on stderr with why (not a readable
+    log, no reward series, too few points), so one odd file does not stop a backtest of a
+    whole folder and none is dropped unseen."""
     runs = []
     for folder in folders:
-        for path in sorted(p for p in folder.iterdir() if p.suffix.lower() in LOG_SUFFIXES):
+        for path in log_paths(folder):
             try:
                 series = read_log(path)
             except (LogFormatError, OSError, UnicodeDecodeError) as exc:
@@ -87,13 +108,29 @@ def load_runs(folders: list[Path]) -> list[Run]:
                 continue
             key = guess_reward_key(list(series))
             if key is None:
+                print(f"skipped {path.name}: no reward series among {sorted(series)[:10]}",
+                      file=sys.stderr)  # fmt: skip
                 continue
             steps, values = series[key]
             ok = np.isfinite(values)
-            if ok.sum() < 20:
+            if ok.sum() < MIN_RUN_POINTS:
+                print(f"skipped {path.name}: {int(ok.sum())} finite {key} points, a backtest "
+                      f"needs {MIN_RUN_POINTS}", file=sys.stderr)  # fmt: skip
                 continue
-            runs.append(Run(path.stem, family_of(path.stem), key, steps[ok], values[ok], series))
+            name = path.stem if path.is_file() else path.name
+            if any(r.name == name for r in runs):  # foo.csv and foo.jsonl: both kept, apart
+                name = path.name
+            runs.append(Run(name, family_of(name), key, steps[ok], values[ok], series))
     return runs
+
+
+def require_runs(runs: list[Run], folders: list[Path]) -> bool:
+    """False (after saying why on stderr) when the folders hold no run to score."""
+    if runs:
+        return True
+    where = ", ".join(str(f) for f in folders)
+    print(f"no run with a reward series of {MIN_RUN_POINTS}+ points in {where}", file=sys.stderr)
+    return False
 
 
 def corpus_folders(root: Path) -> list[Path]:

@@ -135,6 +135,35 @@ def test_policy_concentration_does_not_flap_on_a_noisy_plateau():
     assert len(evaluate("policy_concentration", data, {**params, "min_sigmas": 0}).episodes) > 10
 
 
+def test_an_fp16_runs_skipped_steps_are_not_a_divergence():
+    """transformers logs inf/NaN grad_norm on the steps mixed precision's loss scaler skips
+    (a few at the start of an fp16 run): no alert while loss and reward stay finite; a scaler
+    that keeps skipping is a warning; a NaN loss beside it stays critical."""
+    from grposcope.diagnostics import engine
+
+    s = np.arange(1, 201)
+    v = 0.8 - 0.7 * np.exp(-0.04 * s) + np.random.default_rng(3).normal(0, 0.02, s.size)
+    loss, grad = np.full(s.size, 0.1), np.full(s.size, 0.5)
+    grad[:4] = np.inf  # steps 1-4: the scale calibrates
+    params = defaults("dynamical_instability")
+
+    def judge(g, lo=loss):
+        series = {"reward": (s, v), "loss": (s, lo), "grad_norm": (s, g)}
+        return evaluate("dynamical_instability", RunData(series, "reward"), params)
+
+    assert judge(grad).status == "ok"
+    stuck = grad.copy()
+    stuck[150:] = np.nan  # from step 151 every step is skipped
+    out = judge(stuck)
+    assert out.severity == "warning" and out.current.opened_step == 160
+    assert "keeps skipping" in engine._message("dynamical_instability", out.evidence)
+    broken = loss.copy()
+    broken[2] = np.nan
+    out = judge(grad, broken)
+    assert out.episodes[0].severity == "critical" and out.episodes[0].opened_step == 3
+    assert out.episodes[0].evidence["non_finite"]["keys"] == ["loss"]
+
+
 def test_instability_nan_is_critical_and_predicted_margin_warns_first():
     s, v = _curve()
     loss = np.full(s.size, 0.1)

@@ -5,9 +5,19 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
+import pytest
 from sqlalchemy import event
 
 from tests.worker.helpers import drain, learning_curve, make_run, send, worker_for
+
+
+@pytest.fixture(autouse=True)
+def _live_refits_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests follow a live run's refits one snapshot at a time; the fit history a first
+    fit of many points adds (an import) has its own tests (test_fit_history.py)."""
+    from grposcope.fits import refit
+
+    monkeypatch.setattr(refit, "HISTORY_MIN_POINTS", 10**9)
 
 
 @contextmanager

@@ -41,20 +41,24 @@ def run_data(session: Session, run: Run, memo: RuleMemo | None = None,
     ev = eval_key(keys, reward)
     wanted = rule_keys(keys, reward, ev)
     series = loaded.subset(wanted) if loaded is not None else load_many(session, run.id, wanted)
-    fits = fit_history(session, run.id, reward, memo) if reward else []
+    fits = fit_history(session, run.id, reward, memo, run.last_step) if reward else []
     return RunData(series=series, reward_key=reward, eval_key=ev, fits=tuple(fits),
                    num_generations=run.num_generations, total_steps=total_steps(run),
                    supplied=supplied_margin(run), memo=memo)  # fmt: skip
 
 
-def fit_history(session: Session, run_id: int, reward: str,
-                memo: RuleMemo | None) -> list[FitPoint]:  # fmt: skip
-    """The last FIT_HISTORY reward snapshots as the rules read them. With the worker's memo,
-    only the snapshots it has not parsed yet are read (one a refit, not FIT_HISTORY payloads):
-    a snapshot is written once, by one INSERT, and never updated."""
+def fit_history(session: Session, run_id: int, reward: str, memo: RuleMemo | None,
+                last_step: int | None = None) -> list[FitPoint]:  # fmt: skip
+    """The reward snapshots the rules read: the last FIT_HISTORY and, over the whole run up
+    to ``last_step``, one at or before each step of a grid (`fits_repo.grid_steps`, ~20), so
+    that every past checkpoint is judged with a fit made near it, as it was live; with the
+    newest FIT_HISTORY only, the checkpoints before them lost the plateau rule's gain-left veto
+    at every refit, and a long run that had climbed read "not learning" there after the fact.
+    With the worker's memo only the snapshots it has not parsed yet are read (about one a
+    refit): a snapshot is written once, by one INSERT, and never updated."""
+    ids = fits_repo.history_ids(session, run_id, reward, FIT_HISTORY, last_step)
     if memo is None:
-        return [fit_point(s) for s in fits_repo.history(session, run_id, reward, FIT_HISTORY)]
-    ids = fits_repo.history_ids(session, run_id, reward, FIT_HISTORY)
+        return [fit_point(s) for s in sorted(fits_repo.by_ids(session, ids), key=lambda s: s.id)]
     held = {i: memo.rows[("fit", i)] for i in ids if ("fit", i) in memo.rows}
     for snap in fits_repo.by_ids(session, [i for i in ids if i not in held]):
         held[snap.id] = fit_point(snap)

@@ -51,22 +51,56 @@ def dynamical_instability(data: RunData, p: Params) -> Trace | str:
     return merge(subs, instant_subs=instant)
 
 
+# Consecutive non-finite grad_norm points (with a finite loss and reward) before they count.
+# Mixed precision's loss scaler skips a step whose gradients overflow, and transformers logs
+# that step's grad_norm as inf/NaN: a handful at the start of an fp16 run while the scale
+# calibrates is routine, not a divergence. A scaler that keeps skipping is a warning; a NaN in
+# the loss or the reward stays critical at once.
+GRAD_SKIP_RUN = 10
+
+
 def _non_finite(data: RunData) -> Sub | None:
-    side = (first_key(data, LOSS_KEYS), first_key(data, GRAD_NORM_KEYS))
-    keys = [k for k in (data.reward_key, *side) if k and k in data.series]
+    keys = [k for k in (data.reward_key, first_key(data, LOSS_KEYS)) if k and k in data.series]
     hits: dict[int, list[str]] = {}
     for key in keys:
         s, v = data.get(key)  # type: ignore[misc]
         for step in s[~np.isfinite(v)].tolist():
             hits.setdefault(int(step), []).append(key)
+    skipped = _skipped_steps(data, set(hits))
+    for step in skipped:
+        hits.setdefault(step, []).append(first_key(data, GRAD_NORM_KEYS))  # type: ignore[arg-type]
     if not hits:
         return (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int8), lambda i: {}, True)
     steps = np.array(sorted(hits), dtype=np.int64)
+    level = np.array([2 if h in skipped and len(hits[h]) == 1 else 3 for h in steps.tolist()],
+                     dtype=np.int8)  # fmt: skip
 
     def evidence(i: int) -> dict:
-        return {"non_finite": {"step": int(steps[i]), "keys": hits[int(steps[i])]}}
+        out: dict = {"step": int(steps[i]), "keys": hits[int(steps[i])]}
+        if level[i] == 2:
+            out["grad_norm_skipped_run"] = GRAD_SKIP_RUN
+        return {"non_finite": out}
 
-    return steps, np.full(steps.size, 3, dtype=np.int8), evidence, True
+    return steps, level, evidence, True
+
+
+def _skipped_steps(data: RunData, elsewhere: set[int]) -> set[int]:
+    """Steps at which grad_norm has been non-finite for at least ``GRAD_SKIP_RUN`` consecutive
+    logged points (the loss scaler keeps skipping; causal: from the run's ``GRAD_SKIP_RUN``-th
+    point on); shorter runs are ignored unless the loss or reward is non-finite there too
+    (``elsewhere``, reported under those keys)."""
+    key = first_key(data, GRAD_NORM_KEYS)
+    if not key or key not in data.series:
+        return set()
+    s, v = data.get(key)  # type: ignore[misc]
+    bad = ~np.isfinite(v)
+    if not bad.any():
+        return set()
+    edges = np.flatnonzero(np.diff(np.concatenate(([0], bad.view(np.int8), [0]))))
+    out: set[int] = set()
+    for a, b in zip(edges[::2], edges[1::2], strict=True):
+        out.update(int(x) for x in s[a + GRAD_SKIP_RUN - 1 : b].tolist())
+    return out - elsewhere
 
 
 def _grad_growth(data: RunData, p: Params) -> Sub | None:

@@ -19,7 +19,7 @@ import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from grposcope.dynamics.fit import fit_series
+from grposcope.dynamics.fit import MIN_POINTS, fit_series
 from grposcope.dynamics.fit_result import FitResult, WarmStart
 from grposcope.dynamics.snapshot import ConstrainedPart, FitSnapshotModel, OscillatorPart
 from grposcope.metrics.service import Loaded, load_many_arrays
@@ -93,6 +93,7 @@ class SeriesPlan(NamedTuple):
     min_growth: float = 0.0  # refit only with this share more points than the last fit had
     min_age_s: float = 0.0  # ... and only once the last fit is this old
     constrained_growth: float = CONSTRAINED_GROWTH  # redo the constrained fit past this growth
+    history: bool = False  # a first fit of many points adds its prefixes' fits (`_add_history`)
 
 
 # What the caller adds to a snapshot's payload, per metric, when the row is built (the worker's
@@ -123,7 +124,6 @@ def fit_one(
     metric, hyper = plan.metric, plan.hyper
     wanted = fit_keys(metric)
     got = loaded.subset(wanted) if loaded is not None else load_many_arrays(session, run.id, wanted)
-    _, spread_key, lr_key = wanted
     if metric not in got:
         return None
     steps, values = got[metric]
@@ -139,6 +139,24 @@ def fit_one(
         return None
     carried = _carry_constrained(previous, last, hyper, force, plan.constrained_growth)
     warm = _warm_start(cache.get(run.id, metric) if cache is not None else None, previous)
+    if previous is None and plan.history and np.isfinite(values).sum() >= HISTORY_MIN_POINTS:
+        # the prefixes' fits first; the whole series' fit stays the cold fit it was (what
+        # `grposcope fit` on the same log prints), not one warm from the last prefix
+        _add_history(session, run, plan, got, None)
+    extra = annotate(metric) if annotate else {}
+    return _add_snapshot(session, run, metric, got, hyper, carried, warm, cache, extra)[0]
+
+
+def _add_snapshot(
+    session: Session, run: Run, metric: str, got: dict[str, Any], hyper: Any,
+    carried: ConstrainedPart | None, warm: FitResult | WarmStart | None,
+    cache: WarmCache | None, extra: dict[str, Any],
+) -> tuple[FitSnapshot, FitSnapshotModel, FitResult]:  # fmt: skip
+    """Fit ``got``'s series of ``metric`` (with its spread and logged lr) and add the snapshot
+    row: the constrained fit redone with ``hyper`` unless ``carried`` is given."""
+    _, spread_key, lr_key = fit_keys(metric)
+    steps, values = got[metric]
+    last = int(steps.max())
     started = time.perf_counter()
     fit_hyper = hyper if carried is None else None
     lr = lr_in_effect(hyper, steps, values, got.get(lr_key)) if fit_hyper else None
@@ -154,9 +172,47 @@ def fit_one(
     snapshot = FitSnapshotModel.from_result(result).model_copy(update=update)
     row = FitSnapshot(run_id=run.id, metric=metric, step=last, created_at=utcnow(),
                       **snapshot_columns(snapshot))  # fmt: skip
-    row.payload = {**snapshot.to_json(), **(annotate(metric) if annotate else {})}
+    row.payload = {**snapshot.to_json(), **extra}
     session.add(row)
-    return row
+    return row, snapshot, result
+
+
+# A series first fitted with this many points (an imported log, a run the workers first see
+# late) gets the fit history a live run would have had: a fit of its prefix at every
+# HISTORY_SHARE of its points, as the worker refits after batches. The rules judge every past
+# checkpoint by the latest fit at or before it (the plateau's still-improving veto, the margin):
+# with one fit at the end, an import was judged early on with no fit at all, and a run that
+# sat flat for 160 steps and then rose to 6 read "not learning, stop" after the fact, which the
+# same run streamed live never said (bench/alert_replay.py fits the same prefixes).
+HISTORY_MIN_POINTS = 100
+HISTORY_SHARE = 0.05
+
+
+def _add_history(session: Session, run: Run, plan: SeriesPlan, got: dict[str, Any],
+                 cache: WarmCache | None) -> None:  # fmt: skip
+    """Snapshots of the prefixes ending at HISTORY_SHARE, 2 × HISTORY_SHARE … of the points,
+    each warm from the one before (a live run's chain), the constrained fit redone at the
+    plan's growth as a live run's is."""
+    steps = got[plan.metric][0]
+    warm: FitResult | None = None
+    made: ConstrainedPart | None = None
+    for k in range(1, int(round(1.0 / HISTORY_SHARE))):
+        m = int(round(k * HISTORY_SHARE * steps.size))
+        if m < MIN_POINTS:
+            continue
+        end = steps[m - 1]
+        part = {key: (s[s <= end], v[s <= end]) for key, (s, v) in got.items()}
+        due = (
+            made is None
+            or made.step is None
+            or end - made.step > plan.constrained_growth * max(made.step, 1)
+        )
+        carried = None if plan.hyper is None or due else made
+        _, snap, result = _add_snapshot(session, run, plan.metric, part, plan.hyper, carried,
+                                        warm, cache, {})  # fmt: skip
+        made = snap.constrained if carried is None and snap.constrained else made
+        warm = result if result.success else warm
+    session.flush()
 
 
 class _Previous(NamedTuple):
@@ -276,8 +332,9 @@ def refit_run(session: Session, run: Run, keys: Iterable[str], cache: WarmCache 
     hyper = hyper_for(run)
     eval_age = EVAL_MAX_AGE_BEHIND_S if behind else 0.0
     con_growth = CONSTRAINED_GROWTH_BEHIND if behind else CONSTRAINED_GROWTH
-    wanted = ((reward, hyper, 0.0, 0.0), (eval_key(keys, reward), None, EVAL_GROWTH, eval_age))
-    plans = [SeriesPlan(m, h, g, a, con_growth) for m, h, g, a in wanted if m is not None]
+    wanted = ((reward, hyper, 0.0, 0.0, True),
+              (eval_key(keys, reward), None, EVAL_GROWTH, eval_age, False))  # fmt: skip
+    plans = [SeriesPlan(m, h, g, a, con_growth, hist) for m, h, g, a, hist in wanted if m]
     previous = _previous(session, run.id, [plan.metric for plan in plans]) if plans else {}
     for plan in plans:
         try:

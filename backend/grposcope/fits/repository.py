@@ -33,15 +33,38 @@ def history(session: Session, run_id: int, metric: str, limit: int) -> list[FitS
     return list(reversed(list(session.scalars(query))))
 
 
-def history_ids(session: Session, run_id: int, metric: str, limit: int) -> list[int]:
-    """The ids of the newest `limit` snapshots, oldest first (no payloads read)."""
-    query = (
-        select(FitSnapshot.id)
-        .where(FitSnapshot.run_id == run_id, FitSnapshot.metric == metric)
-        .order_by(FitSnapshot.id.desc())
-        .limit(limit)
-    )
-    return list(reversed(list(session.scalars(query))))
+def history_ids(session: Session, run_id: int, metric: str, limit: int,
+                last_step: int | None = None) -> list[int]:  # fmt: skip
+    """The ids of the newest `limit` snapshots and, given the run's `last_step`, of the
+    newest snapshot at or before each step of `grid_steps`, oldest first (no payloads read):
+    one statement of index probes."""
+    mine = (FitSnapshot.run_id == run_id, FitSnapshot.metric == metric)
+    newest = select(FitSnapshot.id).where(*mine).order_by(FitSnapshot.id.desc()).limit(limit)
+    wanted = FitSnapshot.id.in_(newest.scalar_subquery())
+    grid = grid_steps(last_step) if last_step else []
+    if grid:
+        at = [
+            select(FitSnapshot.id).where(*mine, FitSnapshot.step <= step)
+            .order_by(FitSnapshot.step.desc(), FitSnapshot.id.desc()).limit(1).scalar_subquery()
+            for step in grid
+        ]  # fmt: skip
+        wanted = wanted | FitSnapshot.id.in_(at)
+    return list(session.scalars(select(FitSnapshot.id).where(wanted).order_by(FitSnapshot.id)))
+
+
+GRID_POINTS = 20
+
+
+def grid_steps(last_step: int, points: int = GRID_POINTS) -> list[int]:
+    """Multiples of a power-of-two stride up to `last_step`, more than `points` / 2 and at
+    most `points` of them: the older fits the rules keep beside the newest (a past checkpoint
+    is judged by the latest fit at or before it, as it was live). The stride doubles only when
+    the run does, so the snapshot found for each grid step stays the same from one refit to
+    the next (the worker parses each once)."""
+    stride = 1
+    while stride * points < last_step:
+        stride *= 2
+    return list(range(stride, last_step + 1, stride))
 
 
 def by_ids(session: Session, ids: Sequence[int]) -> list[FitSnapshot]:
