@@ -73,6 +73,14 @@ def test_eval_reward_prefers_the_same_leaf() -> None:
     assert series_roles.eval_reward_key(["reward", "loss"], "reward") is None
 
 
+def test_a_timing_is_not_the_reward_and_a_success_measure_is_when_nothing_names_one() -> None:
+    timing = ["step", "accuracy", "loss", "reward_fn_seconds", "timing_s/reward"]
+    assert series_roles.reward_key(timing) == "accuracy"
+    assert series_roles.reward_key(["my_reward", "reward_fn_seconds", "accuracy"]) == "my_reward"
+    assert series_roles.reward_key(["val/test_score", "train/score"]) == "train/score"
+    assert series_roles.reward_key(["loss", "kl", "reward_count", "eval_accuracy"]) is None
+
+
 def test_unknown_role_is_an_error() -> None:
     with pytest.raises(KeyError, match="unknown role"):
         series_roles.role_keys("rewardz")

@@ -164,8 +164,15 @@ TABLE: tuple[Framework, ...] = (
 )
 
 # Last resort for the reward, after the table: a key naming a reward that is not a spread, a
-# per-function part, an extreme or an eval metric (so a new loop's `my_reward` still fits).
-_NOT_A_REWARD = ("std", "eval", "val", "test", "rewards/", "/min", "/max", "frac", "_min", "_max")
+# per-function part, an extreme, an eval metric, a loss or a timing (so a new loop's
+# `my_reward` still fits, and its `reward_fn_seconds` is not taken for it).
+_NOT_A_REWARD = ("std", "eval", "val", "test", "rewards/", "/min", "/max", "frac", "_min", "_max",
+                 "loss", "time", "timing", "second", "duration", "latency", "throughput",
+                 "count")  # fmt: skip
+_UNIT_SUFFIXES = ("_s", "_ms", "_sec", "_secs")
+# Then, when no key names a reward: a success measure (a hand-written loop logging only its
+# `accuracy` is being trained on it), with the same exclusions.
+_REWARD_LIKE = ("accuracy", "score", "success", "pass_rate", "pass@")
 _COMPONENT_STATS = ("/std", "/min", "/max")
 
 
@@ -191,11 +198,19 @@ def reward_key(keys: Iterable[str]) -> str | None:
     found = find(present, "reward")
     if found is not None:
         return found
-    for key in sorted(present):
-        low = key.lower()
-        if "reward" in low and not any(s in low for s in _NOT_A_REWARD):
-            return key
+    for names in (("reward",), _REWARD_LIKE):
+        for key in sorted(present):
+            if _names_one_of(key.lower(), names):
+                return key
     return None
+
+
+def _names_one_of(low: str, names: tuple[str, ...]) -> bool:
+    """``low`` names one of ``names`` and is none of the exclusions (a spread, an eval, a
+    timing...)."""
+    if not any(n in low for n in names) or low.endswith(_UNIT_SUFFIXES):
+        return False
+    return not any(s in low for s in _NOT_A_REWARD)
 
 
 def eval_reward_key(keys: Iterable[str], reward: str | None) -> str | None:
