@@ -36,6 +36,16 @@ def test_regime_line_names_its_zeta_and_explains_a_disagreement():
     assert "overshoot at" not in agree and "would not" not in agree
 
 
+def test_an_undetermined_regime_says_why():
+    vague = {"oscillator": {"zeta": 0.8, "zeta_lo": 0.4, "zeta_hi": 1.6}, "regime": "oscillatory",
+             "regime_determined": False}  # fmt: skip
+    assert "holds 1" in repr(story.regime_line(vague))
+    noise = {"oscillator": {"zeta": 0.15, "zeta_lo": 0.06, "zeta_hi": 0.38, "r2_smoothed": 0.25},
+             "regime": "oscillatory", "regime_determined": False}  # fmt: skip
+    text = repr(story.regime_line(noise))
+    assert "explains only R² 0.25" in text and "holds 1" not in text
+
+
 def test_a_run_that_blew_up_reads_unstable_whatever_the_earlier_fit_says():
     fit = _fit(1.6, "overdamped", margin_exact=0.73)
     critical = {"kind": "dynamical_instability", "severity": "critical", "state": "open",

@@ -298,3 +298,14 @@ def test_regime_is_determined_only_where_zetas_interval_stays_on_one_side_of_one
     assert out["regime_determined"] is False
     assert out["oscillator"]["zeta_lo"] == lo and out["oscillator"]["zeta_hi"] == hi
     assert FitSnapshotModel.from_result(vague).regime_determined is False
+
+
+def test_a_run_with_no_curve_has_no_determined_regime() -> None:
+    """Noise around a level: the fit finds a "swing" in it (ζ 0.15, 80 % interval 0.06–0.38,
+    all under 1) that explains a quarter of the smoothed series. There is no curve, so no
+    dynamics to classify: the regime is not determined."""
+    rng = np.random.default_rng(7)
+    steps = np.arange(1.0, 401.0)
+    flat = fit_series(steps, 0.3 + rng.normal(0.0, 0.1, steps.size))
+    assert flat.zeta_interval[1] < 1.0 and flat.oscillator.r2_smoothed < 0.5
+    assert flat.regime_determined is False and flat.to_json()["regime_determined"] is False

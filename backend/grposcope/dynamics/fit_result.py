@@ -25,6 +25,11 @@ if TYPE_CHECKING:
     from grposcope.dynamics.smoothing import Series
 
 
+# The smoothed R² below which a fit's regime is not determined whatever ζ's interval says: the
+# rules' own bar for believing a fit (`min_fit_r2`'s default, diagnostics/params.py).
+REGIME_MIN_R2 = 0.5
+
+
 @dataclass(frozen=True)
 class Scaling:
     """Normalisation of one fit: x = (step − origin)/span, y = (value − center)/scale."""
@@ -276,7 +281,14 @@ class FitResult:
 
     @property
     def regime_determined(self) -> bool | None:
-        """Whether ζ's 80 % interval lies on one side of 1 (None without an interval)."""
+        """Whether the data pin the regime down: ζ's 80 % interval lies on one side of 1, and
+        the curve explains at least REGIME_MIN_R2 of the smoothed series (a flat or noisy run
+        has no rise or swing to read ζ from, however narrow its interval: a 9,751-step run
+        that never learns read "oscillatory, determined" at R² 0.09). None without an
+        interval."""
+        osc = self.oscillator
+        if osc is not None and math.isfinite(osc.r2_smoothed) and osc.r2_smoothed < REGIME_MIN_R2:
+            return False
         if self.zeta_interval is None:
             return None
         lo, hi = self.zeta_interval
