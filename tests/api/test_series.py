@@ -49,6 +49,13 @@ def test_run_list_filters_and_paging(api):
     assert page["total"] == 5 and len(page["items"]) == 2
     projects = api.client.get("/api/v1/projects", headers=h).json()
     assert {(p["name"], p["n_runs"]) for p in projects} == {("p1", 2), ("p2", 3)}
+    running = api.client.get("/api/v1/runs", params={"status": "running"}, headers=h).json()
+    assert running["total"] == 5
+    # a filter value that names nothing is an error, as on /alerts, not an empty list
+    for bad in ({"status": "bogus"}, {"alert": "bogus"}):
+        refused = api.client.get("/api/v1/runs", params=bad, headers=h)
+        assert refused.status_code == 422 and next(iter(bad)) in refused.json()["detail"]
+    assert api.client.get("/api/v1/runs", params={"alert": "any"}, headers=h).status_code == 200
 
 
 def test_finish_marks_the_run(api):

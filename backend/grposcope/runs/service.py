@@ -13,10 +13,11 @@ from grposcope import series_roles
 from grposcope.accounts import service as accounts
 from grposcope.accounts.tokens import Principal
 from grposcope.db import count_rows
+from grposcope.diagnostics.params import KINDS
 from grposcope.dynamics.snapshot import FitSnapshotModel
 from grposcope.errors import Forbidden, InvalidInput, RunNotFound
 from grposcope.metrics.values import decode
-from grposcope.models import HYPERPARAMETER_COLUMNS, Alert, FitSnapshot, Run, utcnow
+from grposcope.models import HYPERPARAMETER_COLUMNS, RUN_STATUSES, Alert, FitSnapshot, Run, utcnow
 from grposcope.run_inputs import get_run, pick_reward_key, supplied_margin
 from grposcope.runs import repository as repo
 from grposcope.runs.schemas import RunCreate
@@ -112,6 +113,10 @@ def list_runs(
         raise InvalidInput("limit must be between 1 and 1000")
     if offset < 0:
         raise InvalidInput("offset must be >= 0")
+    if filters.get("status") and filters["status"] not in RUN_STATUSES:
+        raise InvalidInput(f"status must be one of {', '.join(RUN_STATUSES)}")
+    if filters.get("alert") and filters["alert"] not in ("any", *KINDS):
+        raise InvalidInput(f"alert must be 'any' or one of {', '.join(KINDS)}")
     query = repo.runs_query(**filters)
     total = count_rows(session, query)
     runs = list(session.scalars(query.order_by(Run.updated_at.desc(), Run.id.desc())
