@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import warnings
 from pathlib import Path
 
@@ -82,3 +83,25 @@ def test_a_folder_of_other_runs_loads_around_files_that_are_not_logs(tmp_path, c
     assert sorted(r.name for r in runs) == ["newsource_run", "other_run"]
     assert {r.family for r in runs} == {"newsource", "other"}
     assert "skipped broken.csv" in capsys.readouterr().err
+
+
+def test_every_log_the_readers_know_is_loaded_and_every_one_left_out_is_named(
+    tmp_path, capsys
+) -> None:
+    """A verl console log (.log) and a Trainer output folder are runs too; a log with no
+    reward series or too few points is named on stderr with why, never dropped unseen."""
+    _, corpus = _bench()
+    lines = [f"step:{s} - critic/score/mean:{0.2 + 0.01 * s:.3f} - actor/entropy:0.5"
+             for s in range(1, 31)]  # fmt: skip
+    (tmp_path / "verl_run.log").write_text("\n".join(lines) + "\n")
+    out = tmp_path / "trainer_out" / "checkpoint-30"
+    out.mkdir(parents=True)
+    history = [{"step": s, "reward": 0.1 + 0.02 * s, "loss": 0.0} for s in range(1, 31)]
+    (out / "trainer_state.json").write_text(json.dumps({"log_history": history}))
+    (tmp_path / "no_reward.csv").write_text("step,loss\n" + "\n".join(f"{s},1" for s in range(30)))
+    (tmp_path / "short.csv").write_text("step,reward\n" + "\n".join(f"{s},1" for s in range(5)))
+    runs = corpus.load_runs([tmp_path])
+    assert sorted(r.name for r in runs) == ["trainer_out", "verl_run"]
+    err = capsys.readouterr().err
+    assert "skipped no_reward.csv: no reward series" in err
+    assert "skipped short.csv: 5 finite reward points" in err
