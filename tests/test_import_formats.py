@@ -131,8 +131,10 @@ def test_tensorboard_directory_imports(server, tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("name", "text", "extra", "message"),
     [
-        ("half.jsonl", '{"step": 1, "r": 0.1}\n' * 600 + '{"step": 601, "r": oops}\n', [],
-         "half.jsonl:601: not a JSON object"),
+        ("half.jsonl", '{"step": 1, "r": 0.1}\n' * 600 + f'{{"step": {2**64}, "r": 1}}\n', [],
+         "is not a whole number from 0 to 2**63-1"),
+        ("junk.jsonl", '{"step": 1, "r": oops}\n' * 3, ["--format", "jsonl"],
+         "junk.jsonl:1: not a JSON object"),
         ("steps.csv", "step,reward\n1,0.5\n2.5,0.6\n", [], "step 2.5 is not a whole number"),
         ("empty.log", "", [], "is empty"),
         ("verl.log", "no step lines at all\n", ["--format", "verl"], "no verl step line"),
@@ -150,6 +152,33 @@ def test_a_bad_file_is_refused_whole(
     assert out.returncode == 2 and message in out.stderr, out.stderr
     assert out.stderr.count("\n") == 1  # one line, no traceback
     assert http.get("/runs").json()["total"] == 0  # nothing half-imported
+
+
+def test_unreadable_lines_are_skipped_and_said(live_server, tmp_path: Path) -> None:
+    """A log still being written (its last line cut off) and a config line without a step
+    import without those lines, and stderr says how many were left out."""
+    env, http = _client(live_server)
+    path = tmp_path / "live.jsonl"
+    path.write_text('{"config": {"lr": 1e-6}}\n'
+                    + "".join(f'{{"step": {s}, "reward": {s / 10}}}\n' for s in range(1, 601))
+                    + '{"step": 601, "rew')  # fmt: skip
+    out = cli("import", str(path), "--project", "live", "--json", env=env)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["steps"] == 600
+    assert "skipped 2 unreadable rows (first: line 1: no whole step" in out.stderr, out.stderr
+    assert out.stderr.count("\n") == 1
+
+
+def test_a_log_without_a_reward_is_stored_and_said(live_server, tmp_path: Path) -> None:
+    """Its other series are worth keeping, but a run with nothing to fit must not look like
+    one waiting for its first fit: stderr says no series is the reward."""
+    env, http = _client(live_server)
+    path = tmp_path / "noreward.csv"
+    path.write_text("step,loss,kl\n" + "".join(f"{s},{1 / s},0.01\n" for s in range(1, 31)))
+    out = cli("import", str(path), "--project", "bad", env=env)
+    assert out.returncode == 0, out.stderr
+    assert "no series is recognised as the reward (2 keys: kl, loss)" in out.stderr
+    assert http.get("/runs").json()["total"] == 1
 
 
 def test_a_long_import_shows_progress_on_a_terminal_only(

@@ -91,3 +91,42 @@ def test_any_format_the_plugin_reads_becomes_series() -> None:
         0.25,
         0.5,
     ]
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "reward"),
+    [
+        ("run-grpo-tag-train_reward.csv", "Wall time,Step,Value\n1.5,1,0.5\n2.5,2,0.75\n",
+         "train_reward"),
+        ("panel.csv", '"Step","grpo - train/reward__MIN","grpo - train/reward",'
+         '"grpo - train/reward__MAX"\n1,0.25,0.5,0.75\n', "train/reward"),
+        ("history.csv", ",_step,train/global_step,train/reward_std,train/reward\n0,0,1,0.1,0.5\n",
+         "train/reward"),
+    ],
+)  # fmt: skip
+def test_exported_csvs_have_their_reward_found(
+    tmp_path: Path, name: str, text: str, reward: str
+) -> None:
+    """TensorBoard's and W&B's CSV exports: the reward is found, not its __MIN/__MAX."""
+    p = tmp_path / name
+    p.write_text(text)
+    assert guess_reward_key(read_log(p)) == reward
+
+
+def test_fit_says_on_stderr_which_rows_it_skipped(tmp_path: Path, capsys) -> None:
+    """`grposcope fit` on a live JSON-lines log (last line half-written) fits the rest and
+    says what it left out, on stderr (stdout stays the JSON)."""
+    import math
+
+    from grposcope.cli.main import main
+
+    lines = [json.dumps({"step": s, "reward": 1 - 0.9 * math.exp(-s / 30)}) for s in range(1, 121)]
+    p = tmp_path / "live.jsonl"
+    p.write_text("\n".join(lines) + '\n{"step": 121, "rew')
+    assert main(["fit", str(p), "--json"]) == 0
+    out = capsys.readouterr()
+    assert json.loads(out.out)["n_points"] == 120
+    assert out.err == (
+        f"grposcope: {p}: skipped 1 unreadable row (first: line 121: not a JSON object "
+        "(Unterminated string starting at))\n"
+    )

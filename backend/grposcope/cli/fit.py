@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from typing import Any
 
 from grposcope.cli.common import CliError, print_json
@@ -89,6 +90,8 @@ def _load(path: str, metric: str | None) -> tuple[str, Any, Any, Any, int | None
         raise CliError(f"no such file: {path}") from None
     except (LogFormatError, UnicodeError, OSError) as exc:
         raise CliError(str(exc)) from None
+    if data.skipped_note():  # fitted without them, but said (a live log's last line)
+        print(f"grposcope: {path}: {data.skipped_note()}", file=sys.stderr)
     available = ", ".join(sorted(series)) or "none"
     key = metric or guess_reward_key(series.keys())
     if key is None:
@@ -224,9 +227,10 @@ def _undetermined(d: dict[str, Any]) -> str:
     if d.get("regime_determined") is not False:
         return ""
     o = d["oscillator"]
-    return (
-        f", not determined: ζ 80 % {_num(o.get('zeta_lo'), '.3f')}–{_num(o.get('zeta_hi'), '.3f')}"
-    )
+    lo, hi = o.get("zeta_lo"), o.get("zeta_hi")
+    if lo is not None and hi is not None and (hi < 1.0 or lo > 1.0):  # the curve, not ζ
+        return f", not determined: the curve explains R²s {_num(o.get('r2_smoothed'), '.2f')}"
+    return f", not determined: ζ 80 % {_num(lo, '.3f')}–{_num(hi, '.3f')}"
 
 
 def format_human(d: dict[str, Any]) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -126,8 +127,16 @@ def prepare(path: Path, fmt: str | None, hyper_arg: str | None) -> dict[str, Any
     config = {k: v for k, v in data.config.items() if k != "columns"}
     config["imported_from"] = path.name
     config["log_format"] = data.fmt
+    if data.skipped_note():  # imported without them, but said
+        print(f"grposcope: {path}: {data.skipped_note()}", file=sys.stderr)
+    roles = series_roles.resolve(keys)
+    if "reward" not in roles:  # stored all the same (its other series are still worth having)
+        print(f"grposcope: {path}: no series is recognised as the reward ({len(keys)} keys: "
+              f"{', '.join(sorted(keys)[:8])}{' …' if len(keys) > 8 else ''}); the run is stored, "
+              "but nothing is fitted and the reward's rules do not run (the names grposcope "
+              "recognises: docs/log-formats.md)", file=sys.stderr)  # fmt: skip
     return {"records": records, "hyperparameters": hyper, "config": config, "format": data.fmt,
-            "roles": series_roles.resolve(keys)}  # fmt: skip
+            "roles": roles}  # fmt: skip
 
 
 def _record(step: int, metrics: dict[str, float], wall_time: float | None) -> dict[str, Any]:

@@ -3,10 +3,13 @@
 Formats (`FORMATS`), detected from the content (`detect`), or forced:
 
 - ``trainer_state``: a Hugging Face ``trainer_state.json`` (or a checkpoint directory holding one)
-- ``csv``: a CSV with a ``step`` column
+- ``csv``: a CSV with a step column (``step``, ``Step``, ``global_step``…; ',', ';' or tab)
 - ``jsonl``: JSON lines, one object with a step per line
 - ``verl``: verl's console log (``step:N - key:value - …``)
 - ``tensorboard``: a TensorBoard event file or log directory (needs the ``tensorboard`` extra)
+
+Text is UTF-8, with or without a BOM. Rows that cannot be read are skipped and counted
+(``LogData.skipped_note()``); a file with no readable row is a LogFormatError.
 
 Used by ``grposcope import`` and ``grposcope fit`` on the server side and by ``follow`` here;
 only the standard library (and TensorBoard's reader for event files).
@@ -17,7 +20,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from grposcope_trainer.logs import tensorboard, textlogs, verl
+from grposcope_trainer.logs import csvlog, tensorboard, textlogs, verl
 from grposcope_trainer.logs.data import LogData, LogFormatError
 
 __all__ = ["FORMATS", "LogData", "LogFormatError", "detect", "hyperparameters_arg", "read_log"]
@@ -35,7 +38,7 @@ def hyperparameters_arg(text: str | None) -> dict:
     if text.startswith("@"):
         where = text[1:]
         try:
-            text = Path(where).read_text(encoding="utf-8")
+            text = Path(where).read_text(encoding="utf-8-sig")
         except OSError as exc:
             raise ValueError(f"--hyperparameters: cannot read {where}: {exc}") from None
     try:
@@ -63,7 +66,7 @@ def detect(path: Path) -> str:
     if tensorboard.is_event_file(path):
         return "tensorboard"
     with path.open("rb") as fh:
-        head = fh.read(_SNIFF_BYTES).decode("utf-8", errors="replace")
+        head = fh.read(_SNIFF_BYTES).decode("utf-8", errors="replace").lstrip("\ufeff")
     if not head.strip():
         raise LogFormatError(f"{path} is empty")
     lines = [ln for ln in head.splitlines() if ln.strip()]
@@ -76,12 +79,12 @@ def detect(path: Path) -> str:
         return "jsonl"
     if any(verl.parse_line(ln) for ln in lines):
         return "verl"
-    if "step" in (cell.strip() for cell in first.split(",")):
+    if csvlog.is_csv_header(first):
         return "csv"
     if path.suffix.lower() in (".json", ".csv"):  # let its reader say what is wrong
         return "trainer_state" if path.suffix.lower() == ".json" else "csv"
     raise LogFormatError(
-        f"{path}: cannot tell its format (not a trainer_state.json, a CSV with a 'step' "
+        f"{path}: cannot tell its format (not a trainer_state.json, a CSV with a step "
         f"column, JSON lines, a verl console log or a TensorBoard event file); "
         f"force one with --format ({', '.join(FORMATS)})"
     )
@@ -110,9 +113,16 @@ def _is_json_object(line: str) -> bool:
         return False
 
 
+def read_text(path: Path) -> str:
+    """A text log's content: UTF-8, a BOM dropped (Excel's "CSV UTF-8" and other Windows
+    tools write one, and it would glue itself to the first column's name)."""
+    return path.read_text(encoding="utf-8-sig", errors="replace")
+
+
 def read_log(path: str | Path, fmt: str | None = None) -> LogData:
     """The whole log at `path`, validated: a LogFormatError names the first problem, so
-    nothing is sent from a file that is bad further down."""
+    nothing is sent from a file that is bad further down. Single unreadable rows are not
+    such a problem: they are skipped and counted (`LogData.skipped_note()`)."""
     p = Path(path)
     if not p.exists():
         raise FileNotFoundError(f"no such file: {p}")
@@ -126,7 +136,7 @@ def read_log(path: str | Path, fmt: str | None = None) -> LogData:
         if fmt != "trainer_state" or candidate is None:
             raise LogFormatError(f"{p} is a directory without a trainer_state.json")
         p = candidate
-    text = p.read_text(encoding="utf-8", errors="replace")
+    text = read_text(p)
     readers = {"trainer_state": textlogs.read_trainer_state, "csv": textlogs.read_csv,
                "jsonl": textlogs.read_jsonl, "verl": verl.read}  # fmt: skip
     return readers[fmt](text, str(p))

@@ -14,6 +14,12 @@ from grposcope_trainer.config import MAX_STEP
 
 Row = tuple[float, str, float]  # (step, key, value); a CSV may hold fractional steps
 
+# The step's names, most preferred first, matched case-insensitively in a CSV header. The
+# trainer's own step comes before W&B's `_step`: W&B advances `_step` at every `log` call, eval
+# rows included, so a history with both is on the trainer's scale only through `global_step`.
+STEP_KEYS = ("step", "global_step", "train/global_step", "_step", "iteration")
+WANDB_STEP = "_step"
+
 
 class LogFormatError(ValueError):
     """The file is not a log of the format asked for (the message says where and why)."""
@@ -28,9 +34,38 @@ class LogData:
     hyperparameters: dict[str, Any] = field(default_factory=dict)  # POST /runs's object
     config: dict[str, Any] = field(default_factory=dict)  # e.g. max_steps, the source's own
     wall_times: dict[int, float] = field(default_factory=dict)  # when a step was written
+    skipped: int = 0  # rows (lines) that could not be read and were left out
+    first_skipped: tuple[int, str] | None = None  # (line number, why) of the first of them
 
     def add(self, step: float, key: str, value: float) -> None:
         self.rows.append((step, key, value))
+
+    def skip(self, line_no: int, why: str) -> None:
+        """Leave out one unreadable row: a live log's half-written last line, a config or
+        summary line without a step, a resumed run's junk. Counted, so the CLIs can say so
+        instead of either failing the whole file or hiding the loss."""
+        self.skipped += 1
+        if self.first_skipped is None:
+            self.first_skipped = (line_no, why)
+
+    def skipped_note(self) -> str | None:
+        """One line for a person, e.g. ``skipped 2 unreadable rows (first: line 151: not a
+        JSON object)``; None when nothing was skipped."""
+        if not self.skipped or self.first_skipped is None:
+            return None
+        line_no, why = self.first_skipped
+        rows = "row" if self.skipped == 1 else "rows"
+        return f"skipped {self.skipped} unreadable {rows} (first: line {line_no}: {why})"
+
+    def nothing_readable(self, where: str, what: str) -> LogFormatError:
+        """The error for a file none of whose rows could be read: the first problem, where."""
+        if self.first_skipped is None:
+            return LogFormatError(f"{where} holds no {what}")
+        line_no, why = self.first_skipped
+        return LogFormatError(
+            f"{where}:{line_no}: {why}; no {what} in the file could be read "
+            f"({self.skipped} unreadable)"
+        )
 
     def keys(self) -> set[str]:
         return {key for _, key, _ in self.rows}
@@ -56,6 +91,17 @@ def _mean(values: list[float]) -> float:
     if len(values) == 1:
         return values[0]
     return math.fsum(values) / len(values)
+
+
+def step_number(value: Any) -> float | None:
+    """A logged step as a float: a number, or a string holding one (`"12"`, as some loggers
+    write every value); None otherwise. Whether it is whole and in range is the caller's."""
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            return None
+    return number(value)
 
 
 def number(value: Any) -> float | None:

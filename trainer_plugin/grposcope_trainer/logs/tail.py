@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 
 from grposcope_trainer.logs import detect, tensorboard, textlogs, trainer_state_file, verl
-from grposcope_trainer.logs.data import LogData, LogFormatError
+from grposcope_trainer.logs.data import WANDB_STEP, LogData, LogFormatError
 
 logger = logging.getLogger("grposcope_trainer")
 
@@ -58,6 +58,7 @@ class LineTail:
         self._config_lines: list[str] | None = None
         self._depth = 0
         self._warned = False
+        self._trainer_step = False  # a line carried the trainer's step, not only W&B's _step
         self.config: dict[str, Any] = {}
         self.hyperparameters: dict[str, Any] = {}
 
@@ -96,7 +97,8 @@ class LineTail:
         self._partial = lines.pop()  # the last line is complete only once its newline is there
         for raw in lines:
             self._line_no += 1
-            self._take(raw.decode("utf-8", errors="replace"), out)
+            line = raw.decode("utf-8", errors="replace")
+            self._take(line.lstrip("\ufeff") if self._line_no == 1 else line, out)
 
     def _follow_rotation(self, out: LogData) -> None:
         assert self._fh is not None
@@ -122,13 +124,7 @@ class LineTail:
 
     def _take(self, line: str, out: LogData) -> None:
         if self.fmt == "jsonl":
-            try:
-                got = textlogs.parse_json_line(line, f"{self.path}:{self._line_no}")
-            except LogFormatError as exc:
-                if not self._warned:
-                    self._warned = True
-                    logger.warning("grposcope: skipping a line: %s (later ones not reported)", exc)
-                return
+            got = self._json_line(line)
         else:
             if self._verl_config(line):
                 return
@@ -137,6 +133,30 @@ class LineTail:
             step, metrics = got
             for key, value in metrics.items():
                 out.add(step, key, value)
+
+    def _json_line(self, line: str) -> tuple[int, dict[str, float]] | None:
+        """(step, metrics) of a JSON line, None for one to skip (warned about once). As in
+        `textlogs.read_jsonl`, once a line has carried the trainer's step, lines with only
+        W&B's `_step` are skipped: their steps are on another scale."""
+        where = f"{self.path}:{self._line_no}"
+        try:
+            got = textlogs.read_json_line(line, where)
+        except LogFormatError as exc:
+            self._warn(str(exc))
+            return None
+        if got is None:
+            return None
+        if got.step_key != WANDB_STEP:
+            self._trainer_step = True
+        elif self._trainer_step:
+            self._warn(f"{where}: {textlogs.ONLY_WANDB_STEP}")
+            return None
+        return got.step, got.metrics
+
+    def _warn(self, message: str) -> None:
+        if not self._warned:
+            self._warned = True
+            logger.warning("grposcope: skipping a line: %s (later ones not reported)", message)
 
     def _verl_config(self, line: str) -> bool:
         """Collect verl's printed config (before the first step); True for its lines."""
@@ -163,6 +183,7 @@ class WholeFileTail:
         self._stamp: tuple[int, int, int] | None = None
         self._seen: set[tuple[float, str]] = set()
         self._config: dict[str, Any] = {}
+        self._warned = False
 
     def poll(self) -> LogData:
         out = LogData(self.fmt)
@@ -178,7 +199,7 @@ class WholeFileTail:
             out.config = dict(self._config)
             return out
         try:
-            text = path.read_text(encoding="utf-8", errors="replace")
+            text = path.read_text(encoding="utf-8-sig", errors="replace")
             reader = (
                 textlogs.read_trainer_state if self.fmt == "trainer_state" else textlogs.read_csv
             )
@@ -186,6 +207,7 @@ class WholeFileTail:
         except (OSError, LogFormatError):
             return out  # caught mid-write: the next poll reads it again
         self._stamp = stamp
+        self._warn_skipped(data)
         self._config = {k: v for k, v in data.config.items() if k != "columns"}
         for step, key, value in data.rows:
             if (step, key) not in self._seen:
@@ -193,3 +215,11 @@ class WholeFileTail:
                 out.add(step, key, value)
         out.config = dict(self._config)
         return out
+
+    def _warn_skipped(self, data: LogData) -> None:
+        """Say once that rows were left out (a summary row; a half-written last row is read
+        at a later poll once complete)."""
+        note = data.skipped_note()
+        if note and not self._warned:
+            self._warned = True
+            logger.warning("grposcope: %s: %s (later ones not reported)", self.path, note)

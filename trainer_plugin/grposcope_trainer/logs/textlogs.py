@@ -1,53 +1,40 @@
-"""Readers of the text logs: CSV, trainer_state.json and JSON lines.
+"""Readers of the text logs: CSV (`csvlog`), trainer_state.json and JSON lines.
 
-- CSV with a `step` column (any column order; other columns are metrics). Empty and
-  non-numeric cells are missing values.
+- CSV: see `csvlog` (a step column under any step name or case, ',', ';' or tab, TensorBoard
+  and W&B exports).
 - A Hugging Face `trainer_state.json`: its `log_history` is a list of dicts with `step`;
   numeric entries become metrics (booleans and strings are not). `max_steps` goes to config.
-- JSON lines: one object per line with a step (`step`, `global_step`, `_step` as W&B exports
-  it, or `iteration`); nested objects are flattened with `/` (`{"train": {"kl": 1}}` is
-  `train/kl`). Blank lines are skipped.
+- JSON lines: one object per line with a step (`step`, `global_step`, `train/global_step`,
+  `_step` as W&B exports it, or `iteration`; a numeric string such as `"12"` counts); nested
+  objects are flattened with `/` (`{"train": {"kl": 1}}` is `train/kl`). Blank lines are
+  skipped.
 
-Each reader validates the whole text and raises LogFormatError naming the first problem.
+Text is decoded as UTF-8 with an optional BOM. A line or row that cannot be read (no step, not
+JSON, cut off) is skipped and counted on the result (`LogData.skipped`, `skipped_note()`), so a
+live log's half-written last line or a config line does not sink the file; a file with no
+readable row at all is a LogFormatError naming its first problem.
 """
 
 from __future__ import annotations
 
-import csv
 import json
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
-from grposcope_trainer.logs.data import LogData, LogFormatError, number
+from grposcope_trainer.logs.csvlog import read_csv
+from grposcope_trainer.logs.data import (
+    STEP_KEYS,
+    WANDB_STEP,
+    LogData,
+    LogFormatError,
+    number,
+    step_number,
+)
 
-JSONL_STEP_KEYS = ("step", "global_step", "_step", "iteration")
+__all__ = ["JSONL_STEP_KEYS", "JsonLine", "parse_json_line", "read_csv", "read_json_line",
+           "read_jsonl", "read_trainer_state"]  # fmt: skip
 
-
-def read_csv(text: str, where: str) -> LogData:
-    reader = csv.reader(text.splitlines())
-    header = next(reader, None)
-    if not header:
-        raise LogFormatError(f"{where} is empty")
-    names = [h.strip() for h in header]
-    if "step" not in names:
-        raise LogFormatError(
-            f"{where} is neither a trainer_state.json nor a CSV with a 'step' column "
-            f"(header: {', '.join(names[:8])}{'…' if len(names) > 8 else ''})"
-        )
-    i_step = names.index("step")
-    out = LogData("csv")
-    for line_no, cells in enumerate(reader, start=2):
-        if not cells or i_step >= len(cells):
-            continue
-        step = _cell(cells[i_step])
-        if step is None or not math.isfinite(step):
-            raise LogFormatError(f"{where}:{line_no}: step {cells[i_step]!r} is not a number")
-        for name, cell in zip(names, cells, strict=False):
-            value = _cell(cell)
-            if name != "step" and value is not None:
-                out.add(step, name, value)
-    out.config["columns"] = [n for n in names if n != "step"]
-    return out
+JSONL_STEP_KEYS = STEP_KEYS  # the older name
 
 
 def read_trainer_state(text: str, where: str) -> LogData:
@@ -76,36 +63,80 @@ def read_trainer_state(text: str, where: str) -> LogData:
 
 
 def read_jsonl(text: str, where: str) -> LogData:
+    """Every line with a step; the others (a config line first, a summary last, a line cut
+    off by a run still writing) are skipped and counted, and only a file with no readable
+    line at all is a LogFormatError. When some lines carry the trainer's step, lines with
+    only W&B's `_step` are skipped too: their steps are on another scale."""
     out = LogData("jsonl")
+    parsed: list[tuple[int, JsonLine]] = []
     for line_no, line in enumerate(text.splitlines(), start=1):
-        got = parse_json_line(line, f"{where}:{line_no}")
+        try:
+            got = read_json_line(line, f"{where}:{line_no}")
+        except LogFormatError as exc:
+            out.skip(line_no, _reason(exc, f"{where}:{line_no}"))
+            continue
         if got is not None:
-            step, metrics = got
-            for key, value in metrics.items():
-                out.add(step, key, value)
+            parsed.append((line_no, got))
+    trainer_steps = any(got.step_key != WANDB_STEP for _, got in parsed)
+    for line_no, got in parsed:
+        if trainer_steps and got.step_key == WANDB_STEP:
+            out.skip(line_no, ONLY_WANDB_STEP)
+            continue
+        for key, value in got.metrics.items():
+            out.add(got.step, key, value)
     if not out.rows:
-        raise LogFormatError(f"{where} holds no JSON line with a step and a number")
+        raise out.nothing_readable(where, "JSON line with a step and a number")
     return out
+
+
+ONLY_WANDB_STEP = "only W&B's _step, while other lines carry the trainer's step"
+
+
+class JsonLine(NamedTuple):
+    """One JSON line read: its step, which key gave it, and its metrics."""
+
+    step: int
+    step_key: str
+    metrics: dict[str, float]
 
 
 def parse_json_line(line: str, where: str) -> tuple[int, dict[str, float]] | None:
     """(step, metrics) of one JSON line, None for a blank one; LogFormatError otherwise."""
+    got = read_json_line(line, where)
+    return None if got is None else (got.step, got.metrics)
+
+
+def read_json_line(line: str, where: str) -> JsonLine | None:
+    """One JSON line, None for a blank one; LogFormatError (saying where) for anything else
+    that is not an object with a whole step (a numeric string such as `"12"` counts)."""
+    line = line.lstrip("\ufeff")  # a BOM on the first line (Windows tools write one)
     if not line.strip():
         return None
     try:
         obj = json.loads(line)
     except json.JSONDecodeError as exc:
         raise LogFormatError(f"{where}: not a JSON object ({exc.msg})") from None
+    except RecursionError:
+        raise LogFormatError(f"{where}: not a JSON object (nested too deeply)") from None
     if not isinstance(obj, dict):
         raise LogFormatError(f"{where}: a JSON {type(obj).__name__}, not an object")
-    step_key = next((k for k in JSONL_STEP_KEYS if k in obj), None)
-    step = number(obj.get(step_key)) if step_key else None
-    if step is None or not math.isfinite(step) or step != int(step) or step < 0:
-        raise LogFormatError(
-            f"{where}: no whole step (one of {', '.join(JSONL_STEP_KEYS)}) in the object"
-        )
-    metrics = {k: v for k, v in _flatten(obj).items() if k not in JSONL_STEP_KEYS}
-    return int(step), metrics
+    step_key = next((k for k in STEP_KEYS if k in obj), None)
+    step = step_number(obj.get(step_key)) if step_key else None
+    if step_key is None or step is None or not _whole(step):
+        names = ", ".join(STEP_KEYS)
+        raise LogFormatError(f"{where}: no whole step (one of {names}) in the object")
+    metrics = {k: v for k, v in _flatten(obj).items() if k not in STEP_KEYS}
+    return JsonLine(int(step), step_key, metrics)
+
+
+def _whole(step: float) -> bool:
+    return math.isfinite(step) and step == int(step) and step >= 0
+
+
+def _reason(exc: LogFormatError, where: str) -> str:
+    """The message of a line's error without its `where:` prefix (the note adds the line)."""
+    text = str(exc)
+    return text[len(where) + 2 :] if text.startswith(f"{where}: ") else text
 
 
 def _flatten(obj: dict[str, Any], prefix: str = "", depth: int = 0) -> dict[str, float]:
@@ -119,13 +150,3 @@ def _flatten(obj: dict[str, Any], prefix: str = "", depth: int = 0) -> dict[str,
         if got is not None:
             out[name] = got
     return out
-
-
-def _cell(cell: str) -> float | None:
-    cell = cell.strip()
-    if not cell:
-        return None
-    try:
-        return float(cell)
-    except ValueError:
-        return None
