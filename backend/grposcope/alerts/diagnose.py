@@ -50,13 +50,16 @@ def run_data(session: Session, run: Run, memo: RuleMemo | None = None,
 def fit_history(session: Session, run_id: int, reward: str, memo: RuleMemo | None,
                 last_step: int | None = None) -> list[FitPoint]:  # fmt: skip
     """The reward snapshots the rules read: the last FIT_HISTORY and, over the whole run up
-    to ``last_step``, one at or before each step of a grid (`fits_repo.grid_steps`, ~20), so
-    that every past checkpoint is judged with a fit made near it, as it was live; with the
-    newest FIT_HISTORY only, the checkpoints before them lost the plateau rule's gain-left veto
-    at every refit, and a long run that had climbed read "not learning" there after the fact.
-    With the worker's memo only the snapshots it has not parsed yet are read (about one a
-    refit): a snapshot is written once, by one INSERT, and never updated."""
-    ids = fits_repo.history_ids(session, run_id, reward, FIT_HISTORY, last_step)
+    to ``last_step``, the newest at or before each step of a grid (`fits_repo.grid_steps`,
+    ~20), so that every past checkpoint is judged with a fit made near it, as it was live;
+    with the newest FIT_HISTORY only, the checkpoints before them lost the plateau rule's
+    gain-left veto at every refit, and a long run that had climbed read "not learning" there
+    after the fact. With the worker's memo only what it has not seen is read: a grid step's
+    snapshot once a later snapshot exists (then it cannot change), and the payloads of
+    snapshots it has not parsed (about one a refit): a snapshot is written once, by one
+    INSERT, and never updated."""
+    newest = fits_repo.history_ids(session, run_id, reward, FIT_HISTORY)
+    ids = sorted(set(newest) | set(_grid_ids(session, run_id, reward, memo, last_step, newest)))
     if memo is None:
         return [fit_point(s) for s in sorted(fits_repo.by_ids(session, ids), key=lambda s: s.id)]
     held = {i: memo.rows[("fit", i)] for i in ids if ("fit", i) in memo.rows}
@@ -65,6 +68,26 @@ def fit_history(session: Session, run_id: int, reward: str, memo: RuleMemo | Non
     memo.rows = {k: v for k, v in memo.rows.items() if k[0] != "fit"}
     memo.rows.update({("fit", i): held[i] for i in ids})
     return [held[i] for i in ids]
+
+
+def _grid_ids(session: Session, run_id: int, reward: str, memo: RuleMemo | None,
+              last_step: int | None, newest: list[int]) -> list[int]:  # fmt: skip
+    """The snapshot ids at the run's grid steps; settled ones (a later snapshot exists) are
+    kept in the memo, so a live refit asks for none or one."""
+    grid = fits_repo.grid_steps(last_step) if last_step and newest else []
+    known: dict[int, int] = {}
+    if memo is not None:  # keep this grid's settled steps (a doubled stride drops half)
+        kept = {k: v for k, v in memo.rows.items() if k[0] == "grid" and k[1] in set(grid)}
+        memo.rows = {k: v for k, v in memo.rows.items() if k[0] != "grid"} | kept
+        known = {k[1]: v for k, v in kept.items()}
+    found = fits_repo.ids_at(session, run_id, reward, [g for g in grid if g not in known])
+    if memo is not None and found:
+        settled_below = memo.rows.get(("fit", newest[-1]))
+        last_fit_step = settled_below.step if settled_below is not None else None
+        for g, i in found.items():
+            if last_fit_step is not None and last_fit_step > g:
+                memo.rows[("grid", g)] = i
+    return [*known.values(), *found.values()]
 
 
 def remember_fit(memo: RuleMemo, snapshot: FitSnapshot | None) -> None:

@@ -80,8 +80,9 @@ def _message(kind: str, evidence: Mapping[str, Any]) -> str:
             nf = evidence["non_finite"]
             if "grad_norm_skipped_run" in nf:
                 return (f"{nf['keys'][0]} non-finite on {nf['grad_norm_skipped_run']}+ logged "
-                        f"steps in a row (through step {nf['step']}) while the loss is finite: "
-                        "the mixed-precision loss scaler keeps skipping steps")  # fmt: skip
+                        f"steps in a row (through step {nf['step']}): the gradients keep "
+                        "overflowing (a mixed-precision loss scaler would have cut its scale "
+                        "a thousandfold by now)")  # fmt: skip
             return f"non-finite {', '.join(nf['keys'])} at step {nf['step']}"
         if "collapse" in evidence:  # what happened outranks what the margin predicted
             c = evidence["collapse"]

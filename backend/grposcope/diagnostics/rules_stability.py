@@ -54,8 +54,9 @@ def dynamical_instability(data: RunData, p: Params) -> Trace | str:
 # Consecutive non-finite grad_norm points (with a finite loss and reward) before they count.
 # Mixed precision's loss scaler skips a step whose gradients overflow, and transformers logs
 # that step's grad_norm as inf/NaN: a handful at the start of an fp16 run while the scale
-# calibrates is routine, not a divergence. A scaler that keeps skipping is a warning; a NaN in
-# the loss or the reward stays critical at once.
+# calibrates, or one now and then when the scale has grown back, is routine, not a divergence.
+# Ten in a row is a scale cut a thousandfold and still overflowing: the gradients have blown
+# up (critical, as a NaN in the loss or the reward is at once).
 GRAD_SKIP_RUN = 10
 
 
@@ -72,16 +73,14 @@ def _non_finite(data: RunData) -> Sub | None:
     if not hits:
         return (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int8), lambda i: {}, True)
     steps = np.array(sorted(hits), dtype=np.int64)
-    level = np.array([2 if h in skipped and len(hits[h]) == 1 else 3 for h in steps.tolist()],
-                     dtype=np.int8)  # fmt: skip
 
     def evidence(i: int) -> dict:
         out: dict = {"step": int(steps[i]), "keys": hits[int(steps[i])]}
-        if level[i] == 2:
+        if int(steps[i]) in skipped:
             out["grad_norm_skipped_run"] = GRAD_SKIP_RUN
         return {"non_finite": out}
 
-    return steps, level, evidence, True
+    return steps, np.full(steps.size, 3, dtype=np.int8), evidence, True
 
 
 def _skipped_steps(data: RunData, elsewhere: set[int]) -> set[int]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import select
+from sqlalchemy import literal, select, union_all
 from sqlalchemy.orm import Session
 
 from grposcope.models import FitSnapshot, Project, Run
@@ -33,23 +33,32 @@ def history(session: Session, run_id: int, metric: str, limit: int) -> list[FitS
     return list(reversed(list(session.scalars(query))))
 
 
-def history_ids(session: Session, run_id: int, metric: str, limit: int,
-                last_step: int | None = None) -> list[int]:  # fmt: skip
-    """The ids of the newest `limit` snapshots and, given the run's `last_step`, of the
-    newest snapshot at or before each step of `grid_steps`, oldest first (no payloads read):
-    one statement of index probes."""
+def history_ids(session: Session, run_id: int, metric: str, limit: int) -> list[int]:
+    """The ids of the newest `limit` snapshots, oldest first (no payloads read)."""
+    query = (
+        select(FitSnapshot.id)
+        .where(FitSnapshot.run_id == run_id, FitSnapshot.metric == metric)
+        .order_by(FitSnapshot.id.desc())
+        .limit(limit)
+    )
+    return list(reversed(list(session.scalars(query))))
+
+
+def ids_at(session: Session, run_id: int, metric: str, steps: Sequence[int]) -> dict[int, int]:
+    """For each of `steps`, the id of the newest snapshot at or before it (steps with none are
+    left out): one statement of index probes."""
+    if not steps:
+        return {}
     mine = (FitSnapshot.run_id == run_id, FitSnapshot.metric == metric)
-    newest = select(FitSnapshot.id).where(*mine).order_by(FitSnapshot.id.desc()).limit(limit)
-    wanted = FitSnapshot.id.in_(newest.scalar_subquery())
-    grid = grid_steps(last_step) if last_step else []
-    if grid:
-        at = [
-            select(FitSnapshot.id).where(*mine, FitSnapshot.step <= step)
-            .order_by(FitSnapshot.step.desc(), FitSnapshot.id.desc()).limit(1).scalar_subquery()
-            for step in grid
-        ]  # fmt: skip
-        wanted = wanted | FitSnapshot.id.in_(at)
-    return list(session.scalars(select(FitSnapshot.id).where(wanted).order_by(FitSnapshot.id)))
+    probes = [
+        select(literal(int(step)).label("at"), select(FitSnapshot.id).where(
+            *mine, FitSnapshot.step <= int(step)
+        ).order_by(FitSnapshot.step.desc(), FitSnapshot.id.desc()).limit(1).scalar_subquery()
+         .label("id"))
+        for step in steps
+    ]  # fmt: skip
+    rows = session.execute(union_all(*probes)) if len(probes) > 1 else session.execute(probes[0])
+    return {int(at): int(i) for at, i in rows if i is not None}
 
 
 GRID_POINTS = 20
