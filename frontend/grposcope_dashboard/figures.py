@@ -12,6 +12,7 @@ WebGL is emulated), and a page of charts never runs into the browser's cap on We
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -38,7 +39,15 @@ COLORS = {
 # Alert markers by severity (the badges' colours): info is not an alarm, so not red.
 SEVERITY_COLORS = {"critical": "#c92a2a", "warning": "#e67700", "info": "#1c7ed6"}
 PHASE_COLORS = ("rgba(250, 176, 5, 0.10)", "rgba(64, 192, 87, 0.08)", "rgba(34, 139, 230, 0.08)")
-PHASE_NAMES = ("slow start", "rapid rise", "plateau")
+PHASE_NAMES = ("slow start", "rapid rise", "plateau")  # overdamped (ζ ≥ 1, determined)
+PHASE_NAMES_RISE = ("accelerating rise", "slowing rise", "plateau")  # any other fit
+PHASE_LABEL_MIN_WIDTH = 0.08  # a phase narrower than this share of the x-axis goes unnamed
+# A half-width panel's empty message is wrapped to this many characters a line: at 14 px that
+# is about 420 px, inside a half-width panel at 1,280 px.
+MESSAGE_WIDTH = 56
+# The top margin of a chart with panel titles: room for the titles below the mode bar (about
+# 30 px tall, drawn over the figure's top right), which hid the last panel's title.
+TITLED_TOP = 60
 PALETTE = (
     "#1f4e99",
     "#d9480f",
@@ -68,11 +77,28 @@ def base_layout(fig: go.Figure, height: int = 360, **extra: Any) -> go.Figure:
     return fig
 
 
-def empty_figure(message: str, height: int = 300) -> go.Figure:
-    """A blank chart that says why it is blank (and what to do)."""
+def title_room(fig: go.Figure, top: int = TITLED_TOP) -> go.Figure:
+    """A top margin that fits the panel titles under the mode bar."""
+    fig.update_layout(margin={"t": top})
+    return fig
+
+
+def wrap_message(message: str, width: int = MESSAGE_WIDTH) -> str:
+    """Lines of at most ``width`` characters joined by <br> (plotly never wraps an annotation:
+    a long sentence in a half-width chart was cut off mid-word at both edges). Breaks the
+    message already has are kept."""
+    lines = []
+    for part in message.split("<br>"):
+        lines += textwrap.wrap(part, width, break_long_words=False) or [""]
+    return "<br>".join(lines)
+
+
+def empty_figure(message: str, height: int = 300, wrap: int | None = None) -> go.Figure:
+    """A blank chart that says why it is blank (and what to do); ``wrap``: at most that many
+    characters a line, for a chart in a narrow panel."""
     fig = go.Figure()
     fig.add_annotation(
-        text=message,
+        text=wrap_message(message, wrap) if wrap else message,
         showarrow=False,
         x=0.5,
         y=0.5,
@@ -162,50 +188,85 @@ def stored_bounds(value: Any) -> tuple[float, float] | None:
     return (float(value[0]), float(value[1])) if value else None
 
 
-def fit_shapes(
-    fit: Mapping[str, Any] | None,
-    x_range: tuple[float, float],
-    alerts: Sequence[Mapping[str, Any]] = (),
-    bounds: tuple[float, float] | None = None,
-) -> list[dict[str, Any]]:
-    """Layout shapes: the three phases shaded, the plateau line with its interval (clipped to
-    a bounded reward's ``bounds``), a labelled line at each alert's opening step."""
-    shapes: list[dict[str, Any]] = []
+def phase_names(fit: Mapping[str, Any] | None) -> tuple[str, str, str]:
+    """The shaded phases' names. The first phase ends at the inflection: for an overdamped
+    curve (ζ ≥ 1) that comes early and the rise before it is slow (momentum's inertia); for an
+    oscillatory one it comes late (for ζ → 0 where the curve first reaches the plateau), so
+    "slow start" named a visibly steep rise. Unless the fit says ζ ≥ 1 and the data determine
+    the regime, the phases are named by what holds in every regime: the rise accelerates up to
+    the inflection and slows after it."""
+    fit = fit or {}
+    zeta = to_float((fit.get("oscillator") or {}).get("zeta"))
+    if zeta >= 1 and fit.get("regime_determined") is not False:
+        return PHASE_NAMES
+    return PHASE_NAMES_RISE
+
+
+def _phase_rect(name: str, a: float, b: float, color: str, labelled: bool) -> dict[str, Any]:
+    """One shaded phase, named at its top where it is wide enough for the name."""
+    rect: dict[str, Any] = {
+        "type": "rect",
+        "xref": "x",
+        "yref": "paper",
+        "x0": a,
+        "x1": b,
+        "y0": 0,
+        "y1": 1,
+        "fillcolor": color,
+        "line": {"width": 0},
+        "layer": "below",
+        "name": name,
+    }
+    if labelled:
+        rect["label"] = {
+            "text": name,
+            "textposition": "top left",
+            "font": {"size": 10, "color": "#868e96"},
+        }
+    return rect
+
+
+def phase_shapes(fit: Mapping[str, Any] | None, x_range: tuple[float, float]) -> list[dict]:
+    """The three phases shaded (and named) inside ``x_range``; none without both edges."""
     x0, x1 = x_range
     phases = (fit or {}).get("phases") or {}
     edges = [x0, to_float(phases.get("slow_start_end")), to_float(phases.get("plateau_start")), x1]
-    if all(math.isfinite(b) for b in edges[1:3]):
-        for i in range(3):
-            a, b = max(edges[i], x0), min(edges[i + 1], x1)
-            if b > a:
-                shapes.append(
-                    {
-                        "type": "rect",
-                        "xref": "x",
-                        "yref": "paper",
-                        "x0": a,
-                        "x1": b,
-                        "y0": 0,
-                        "y1": 1,
-                        "fillcolor": PHASE_COLORS[i],
-                        "line": {"width": 0},
-                        "layer": "below",
-                        "name": PHASE_NAMES[i],
-                    }
-                )
+    if not all(math.isfinite(b) for b in edges[1:3]):
+        return []
+    names = phase_names(fit)
+    shapes = []
+    for i in range(3):
+        a, b = max(edges[i], x0), min(edges[i + 1], x1)
+        if b > a:
+            wide = (b - a) >= PHASE_LABEL_MIN_WIDTH * (x1 - x0)
+            shapes.append(_phase_rect(names[i], a, b, PHASE_COLORS[i], wide))
+    return shapes
+
+
+def plateau_shapes(
+    fit: Mapping[str, Any] | None,
+    x_range: tuple[float, float],
+    bounds: tuple[float, float] | None = None,
+) -> list[dict[str, Any]]:
+    """The plateau line and its 80 % interval, over the plateau phase only where that phase
+    starts inside the chart (across all three phases the interval lay on three shades at once
+    and read as a patchwork, and the line read as the level the early run fell short of);
+    across the whole chart where it starts beyond it or the fit gives no start, so that the
+    level the run is heading for is always drawn."""
+    x0, x1 = x_range
     plateau = (fit or {}).get("plateau") or {}
     value, lo, hi = clip([to_float(plateau.get(k)) for k in ("value", "lo", "hi")], bounds)
-    # The interval is drawn over the plateau phase only: across all three phases it lay on
-    # three shades at once and read as a patchwork.
-    start = to_float(phases.get("plateau_start"))
-    band_x0 = min(max(start, x0), x1) if math.isfinite(start) else x0
-    if math.isfinite(lo) and math.isfinite(hi) and x1 > band_x0:
+    start = to_float(((fit or {}).get("phases") or {}).get("plateau_start"))
+    inside = math.isfinite(start) and x0 < start < x1
+    from_x = start if inside else x0
+    shapes: list[dict[str, Any]] = []
+    if math.isfinite(lo) and math.isfinite(hi) and x1 > from_x:
         shapes.append(
             {
                 "type": "rect",
                 "xref": "x",
                 "yref": "y",
-                "x0": band_x0,
+                "x0": from_x,
                 "x1": x1,
                 "y0": lo,
                 "y1": hi,
@@ -216,19 +277,32 @@ def fit_shapes(
             }
         )
     if math.isfinite(value):
+        span = (
+            {"xref": "x", "x0": start, "x1": x1} if inside else {"xref": "paper", "x0": 0, "x1": 1}
+        )
         shapes.append(
             {
                 "type": "line",
-                "xref": "paper",
+                **span,
                 "yref": "y",
-                "x0": 0,
-                "x1": 1,
                 "y0": value,
                 "y1": value,
                 "name": "plateau",
                 "line": {"color": COLORS["fit"], "dash": "dot", "width": 1.5},
             }
         )
+    return shapes
+
+
+def fit_shapes(
+    fit: Mapping[str, Any] | None,
+    x_range: tuple[float, float],
+    alerts: Sequence[Mapping[str, Any]] = (),
+    bounds: tuple[float, float] | None = None,
+) -> list[dict[str, Any]]:
+    """Layout shapes: the three phases shaded and named, the plateau line with its interval
+    (clipped to a bounded reward's ``bounds``), a labelled line at each alert's opening step."""
+    shapes = phase_shapes(fit, x_range) + plateau_shapes(fit, x_range, bounds)
     for alert in shown_alerts(alerts):
         s = to_float(alert.get("opened_step"))
         if math.isfinite(s):
@@ -420,6 +494,7 @@ def _none_nan(values: Sequence[float]) -> list:
 IID = "iid:frac_reward_zero_std"  # the derived trace: p^G + (1 − p)^G from the smoothed reward
 ZERO_STD = "frac_reward_zero_std"
 ROLLING = "rolling:frac_reward_zero_std"  # the derived trace: trailing share of zero-std groups
+TRAIN_EVAL = "Train vs eval"
 
 # What to do for a panel whose series the run never logged (TRL's key names).
 HOW_TO_LOG = {
@@ -428,7 +503,7 @@ HOW_TO_LOG = {
     "KL to reference": "kl (TRL logs it when GRPOConfig beta > 0)",
     "Gradient norm": "grad_norm (the HF Trainer logs it at each logging step)",
     "Clip ratios": "clip_ratio/* (logged by recent TRL versions)",
-    "Train vs eval": "an eval reward (set eval_strategy and an eval_dataset)",
+    TRAIN_EVAL: "an eval reward (set eval_strategy and an eval_dataset)",
 }
 
 
@@ -460,7 +535,7 @@ def diagnostic_panels(
         ("Gradient norm", role("grad_norm", pick(lambda k: k == "grad_norm"))),
         ("Clip ratios", clip),
         (
-            "Train vs eval",
+            TRAIN_EVAL,
             ([reward_key] if reward_key else []) + eval_keys[:3] if eval_keys else [],
         ),
     ]
@@ -498,7 +573,8 @@ def diagnostics_figure(
     shown = [p for p in panels if p["keys"]]
     if not shown:
         return empty_figure("None of the diagnostics series were logged by this run.", 80), []
-    titles = [_panel_title(p, group_size, series) for p in shown]
+    colors = _key_colors(shown)
+    titles = [_panel_title(p, group_size, series, c) for p, c in zip(shown, colors, strict=True)]
     rows = (len(shown) + 2) // 3
     fig = make_subplots(
         rows=rows,
@@ -509,7 +585,6 @@ def diagnostics_figure(
         shared_xaxes="all",
     )
     trace_keys: list[str] = []
-    color = 0
     for i, panel in enumerate(shown):
         row, col = i // 3 + 1, i % 3 + 1
         if panel["keys"] == [ZERO_STD]:
@@ -524,8 +599,8 @@ def diagnostics_figure(
                     x=data["steps"],
                     y=plot_values(data["values"]),
                     mode=mode,
-                    name=key,
-                    line={"color": PALETTE[color % len(PALETTE)], "width": 1.5},
+                    name=_trace_name(panel, key),
+                    line={"color": colors[i][key], "width": 1.5},
                     marker={"size": 3},
                     legendgroup=key,
                 ),
@@ -533,14 +608,55 @@ def diagnostics_figure(
                 col=col,
             )
             trace_keys.append(key)
-            color += 1
     fig.update_xaxes(title_text=None, showticklabels=True)
     fixed_margins(base_layout(fig, height=250 * rows, showlegend=False), bottom=30)
+    title_room(fig)
     fig.update_annotations(font_size=12)
     return fig, trace_keys
 
 
-def _panel_title(panel: Mapping[str, Any], group: int | None, series: Mapping[str, Any]) -> str:
+def _key_colors(panels: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
+    """Each panel's line colours by key, the palette running on across panels (the zero-std
+    panel has its own)."""
+    out, n = [], 0
+    for panel in panels:
+        keys = [] if panel["keys"] == [ZERO_STD] else list(panel["keys"])
+        out.append({k: PALETTE[(n + j) % len(PALETTE)] for j, k in enumerate(keys)})
+        n += len(keys)
+    return out
+
+
+def _role_labels(keys: Sequence[str]) -> dict[str, str]:
+    """Train vs eval's first key is the training reward, the rest eval series: 'train',
+    'eval', or 'eval: KEY' where there are several."""
+    evals = list(keys[1:])
+    labels = {keys[0]: "train"} if keys else {}
+    labels |= {k: "eval" if len(evals) == 1 else f"eval: {k}" for k in evals}
+    return labels
+
+
+def _trace_name(panel: Mapping[str, Any], key: str) -> str:
+    """The key, and for Train vs eval which of the two it is (the hover shows the name)."""
+    if panel["title"] != TRAIN_EVAL:
+        return key
+    label = _role_labels(panel["keys"])[key]
+    return label if key in label else f"{label} ({key})"
+
+
+def _panel_title(
+    panel: Mapping[str, Any],
+    group: int | None,
+    series: Mapping[str, Any],
+    colors: Mapping[str, str] | None = None,
+) -> str:
+    """The panel's title; Train vs eval carries its legend (a coloured dash per line): the
+    figure has no legend, and its two lines were told apart by nothing but colour."""
+    if panel["title"] == TRAIN_EVAL and colors:
+        marks = [
+            f"<span style='color:{colors[k]}'>━ {label}</span>"
+            for k, label in _role_labels(panel["keys"]).items()
+        ]
+        return f"{TRAIN_EVAL}: " + " · ".join(marks)
     if panel["keys"] != [ZERO_STD]:
         return str(panel["title"])
     n = len((series.get(ZERO_STD) or {}).get("steps") or [])
@@ -720,4 +836,4 @@ def metrics_figure(keys: Sequence[str], series: Mapping[str, Any]) -> go.Figure:
         )
     fig.update_xaxes(title_text="step", row=len(keys), col=1)
     fig.update_annotations(font_size=12)
-    return base_layout(fig, height=90 + 170 * len(keys), showlegend=False)
+    return title_room(base_layout(fig, height=90 + 170 * len(keys), showlegend=False))

@@ -11,7 +11,14 @@ import numpy as np
 import plotly.graph_objects as go
 
 from grposcope_dashboard import analysis
-from grposcope_dashboard.figures import PALETTE, _none_nan, base_layout, empty_figure
+from grposcope_dashboard.figures import (
+    MESSAGE_WIDTH,
+    PALETTE,
+    _none_nan,
+    base_layout,
+    empty_figure,
+    title_room,
+)
 from grposcope_dashboard.formatting import (
     interval,
     num,
@@ -120,7 +127,9 @@ def group_size_figure(runs: Sequence[Mapping[str, Any]]) -> go.Figure:
             by_g.setdefault(int(run["G"]), []).append(run)
     if len(by_g) < 2:
         return empty_figure(
-            "The group-size panel needs runs with different G (num_generations).", height=260
+            "The group-size panel needs runs with different G (num_generations).",
+            height=260,
+            wrap=MESSAGE_WIDTH,
         )
     fig = make_subplots(
         rows=1,
@@ -171,8 +180,8 @@ def group_size_figure(runs: Sequence[Mapping[str, Any]]) -> go.Figure:
     )
     fig.update_xaxes(title_text="step", row=1, col=1)
     base_layout(fig, height=380, hovermode="closest")
-    fig.update_layout(legend={"y": -0.38, "yanchor": "top"}, margin={"t": 40, "b": 100})
-    return fig
+    fig.update_layout(legend={"y": -0.38, "yanchor": "top"}, margin={"b": 100})
+    return title_room(fig)
 
 
 def _short(name: str, width: int = 12) -> str:
@@ -213,9 +222,10 @@ def scaling_figure(points: Sequence[Mapping[str, Any]]) -> tuple[go.Figure, dict
     if sizes < MIN_SIZES:
         return empty_figure(
             f"The scaling panel needs runs of at least {MIN_SIZES} model sizes (hyperparameter "
-            f"model_params, models of {MIN_MODEL_PARAMS:,}+ parameters);<br>"
-            f"these runs have {sizes}.",
+            f"model_params, models of {MIN_MODEL_PARAMS:,}+ parameters); these runs have "
+            f"{sizes}.",
             height=260,
+            wrap=MESSAGE_WIDTH,
         ), None
     law = analysis.power_law([p["params"] for p in points], [p["timescale"] for p in points])
     title = "timescale (steps)" + (f": τ ∝ N^{law['alpha']:.2f}" if law else "")
@@ -265,4 +275,4 @@ def scaling_figure(points: Sequence[Mapping[str, Any]]) -> tuple[go.Figure, dict
     ticks = sorted(set(xs))
     fig.update_xaxes(type="log", title_text="parameters", tickvals=ticks,
                      ticktext=[params(x) for x in ticks])  # fmt: skip
-    return base_layout(fig, height=320, showlegend=False, hovermode="closest"), law
+    return title_room(base_layout(fig, height=320, showlegend=False, hovermode="closest")), law

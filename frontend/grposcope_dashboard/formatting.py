@@ -29,7 +29,8 @@ TIPS = {
         "steps left) is shown only while the plateau_reached alert is open, which also checks "
         "that the reward, and each reward component, has stopped rising; 'not confirmed': the "
         "curve has flattened but those checks have not (early in a run the curve often "
-        "flattens before a slow climb or a second stage)."
+        "flattens before a slow climb or a second stage). '—' once the run has finished or "
+        "failed: no steps are left to count."
     ),
     "zeta": (
         "Damping ratio ζ: how fast swings die out. ζ ≥ 1 overdamped (smooth rise, no "
@@ -66,8 +67,11 @@ TIPS = {
     ),
     "regime": "Regime: what the fitted damping ratio means for the curve's shape.",
     "phases": (
-        "Shaded phases: slow start (momentum's inertia, until the inflection), rapid rise, and "
-        "plateau (from 95 % of the way to the plateau)."
+        "Shaded phases of the fitted curve, named on the chart; the plateau phase starts 95 % "
+        "of the way to the plateau. An overdamped fit (ζ ≥ 1): slow start (momentum's inertia, "
+        "until the inflection), then rapid rise. Any other fit: accelerating rise until the "
+        "inflection (an oscillatory curve reaches it late, near the plateau level, so its rise "
+        "is not slow), then slowing rise; also where the data do not tell the regime."
     ),
     "frac_zero_std": (
         "Share of groups whose G completions all got the same reward: they carry no advantage "
@@ -125,16 +129,25 @@ def step(value: Any) -> str:
 
 PLATEAU_ALERT = "plateau_reached"
 UNCONFIRMED = "not confirmed"
+ENDED_STATUSES = ("finished", "failed")
 
 
-def to_plateau(value: Any, advised: bool) -> str:
+def ended(status: str | None) -> bool:
+    """A run that will log no more steps: a forecast of steps still to come means nothing."""
+    return status in ENDED_STATUSES
+
+
+def to_plateau(value: Any, advised: bool, has_ended: bool = False) -> str:
     """Steps to the plateau as the fit reads them, except that "0" (there: stop) is shown only
     while ``plateau_reached`` is open (``advised``). The fitted curve alone flattens early: on the
     real-run corpus, of the fits at 20–30 % of a run that read 0, over half were followed by a
     gain of ≥ 0.5 run-σ; the alert also checks the recent slope, each reward component and the
-    gain the forecast still expects, and no opening of it was followed by such a gain."""
+    gain the forecast still expects, and no opening of it was followed by such a gain.
+
+    A finished or failed run (``has_ended``) reads '—': "73 steps to go" of a run that stopped
+    read as if it were still training."""
     x = to_float(value)
-    if not math.isfinite(x):
+    if has_ended or not math.isfinite(x):
         return DASH
     return step(x) if x > 0 or advised else UNCONFIRMED
 

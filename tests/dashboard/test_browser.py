@@ -53,16 +53,28 @@ def test_login_by_token_url_sets_a_cookie_and_drops_the_token(dash_server: Any,
     shot(page, "login")
 
 
+LONG_NAME = "shibukizero_qwen2.5-math-1.5b_math_cs336grpo_offpolicy-e2-tb256-noclip_collapse"
+TABLE_FITS_JS = """() => {
+  const box = document.querySelector('#runs-table .dash-spreadsheet-container');
+  return box.scrollWidth <= box.clientWidth + 1 && box.getBoundingClientRect().right
+    <= document.documentElement.clientWidth;
+}"""
+
+
 def test_runs_page_lists_a_streaming_run_and_refreshes(dash_server: Any, page: Any) -> None:
     api = _writer(dash_server, "ml")
     run_id = api.create_run("gsm8k", "streaming-run", learning_rate=1e-6, momentum=0.9,
                             num_generations=8, k_ref=4, optimizer="adamw")  # fmt: skip
+    # a real run's name (70 characters, no spaces) once pushed the table past the viewport
+    api.create_run("gsm8k", LONG_NAME, learning_rate=1e-6, num_generations=8)
     feeder = Feeder(api, run_id)
     feeder.start()
     try:
         login(page, dash_server, dash_server.admin_token)
         row = page.locator("#runs-table tr", has_text="streaming-run")
         row.wait_for()
+        page.locator("#runs-table tr", has_text=LONG_NAME[:20]).wait_for()
+        assert page.evaluate(TABLE_FITS_JS), "the runs table scrolls sideways"
         first = row.inner_text()
         wait_until(lambda: row.inner_text() != first, 20, "the run's row refreshing")
         page.wait_for_timeout(3000)

@@ -201,3 +201,87 @@ def test_parameter_rows_and_run_rows_format_numbers() -> None:
     assert row["plateau"] == "0.8 [0.7, 0.9]"
     assert row["margin"].startswith("−0.20")
     assert row["last_step"] == "1,200"
+
+
+# -- the walk-through's defects (runs table, chart titles, phases, plateau line) --------------
+
+ONLYJOKERS = {  # an underdamped fit whose inflection lies past the run's last step (446)
+    "step": 446,
+    "plateau": {"value": 6.53, "lo": 2.29, "hi": 10.8},
+    "phases": {"slow_start_end": 479.5, "plateau_start": 519.0},
+    "oscillator": {"zeta": 0.139},
+    "regime": "oscillatory",
+    "regime_determined": True,
+}
+
+
+def test_an_underdamped_rise_is_not_called_a_slow_start() -> None:
+    """For ζ < 1 the inflection comes late (near the plateau level as ζ → 0): the steep rise
+    before it was shaded "slow start"."""
+    (rect,) = [s for s in figures.fit_shapes(ONLYJOKERS, (1, 446)) if s["type"] == "rect"
+               and s["yref"] == "paper"]  # fmt: skip
+    assert rect["name"] == "accelerating rise" and rect["label"]["text"] == "accelerating rise"
+    assert figures.phase_names(ONLYJOKERS) == ("accelerating rise", "slowing rise", "plateau")
+    vague = {**FIT, "regime_determined": False}  # ζ = 1.5, but its interval holds 1
+    assert figures.phase_names(vague)[0] == "accelerating rise"
+    assert figures.phase_names(FIT)[0] == "slow start"  # overdamped and determined
+    assert figures.phase_names({})[0] == "accelerating rise"  # ζ unknown: true in any regime
+    # a phase too narrow for its name is shaded but not named
+    narrow = figures.fit_shapes({**FIT, "phases": {"slow_start_end": 3, "plateau_start": 70}},
+                                (0, 100))  # fmt: skip
+    assert "label" not in narrow[0] and narrow[1]["label"]["text"] == "rapid rise"
+
+
+def test_the_plateau_line_is_drawn_over_the_plateau_phase() -> None:
+    """docs/dashboard.md: the plateau line and its interval over the plateau phase only, where
+    that phase starts inside the chart; across it where the phase starts beyond."""
+    shapes = {s["name"]: s for s in figures.fit_shapes(FIT, (0, 100))}
+    line, band = shapes["plateau"], shapes["plateau interval"]
+    assert line["xref"] == "x" and (line["x0"], line["x1"]) == (70, 100)
+    assert band["x0"] == line["x0"]
+    beyond = {s["name"]: s for s in figures.fit_shapes(ONLYJOKERS, (1, 446))}["plateau"]
+    assert beyond["xref"] == "paper" and (beyond["x0"], beyond["x1"]) == (0, 1)
+    no_phases = {**FIT, "phases": {}}
+    assert {s["name"]: s for s in figures.fit_shapes(no_phases, (0, 100))}["plateau"]["x1"] == 1
+
+
+def test_panel_titles_clear_the_mode_bar_and_train_vs_eval_names_its_lines() -> None:
+    keys = ["reward", "entropy", "eval_reward"]
+    panels = figures.diagnostic_panels(keys, "reward")
+    series = {k: {"steps": [1, 2], "values": [0.5, 0.4]} for k in keys}
+    fig, trace_keys = figures.diagnostics_figure(panels, series)
+    assert fig.layout.margin.t >= figures.TITLED_TOP
+    names = dict(zip(trace_keys, (t.name for t in fig.data), strict=True))
+    assert names["reward"] == "train (reward)" and names["eval_reward"] == "eval (eval_reward)"
+    train = fig.data[trace_keys.index("reward")].line.color
+    eval_ = fig.data[trace_keys.index("eval_reward")].line.color
+    title = [a.text for a in fig.layout.annotations if a.text.startswith("Train vs eval")][0]
+    assert f"color:{train}'>━ train" in title and f"color:{eval_}'>━ eval" in title
+    assert train != eval_
+    run = {"label": "a", "name": "a", "G": 4, "steps": [1, 2, 3], "values": [0.1, 0.2, 0.3]}
+    group = fc.group_size_figure([run, {**run, "label": "b", "G": 8}])
+    assert group.layout.margin.t >= figures.TITLED_TOP
+    metrics = figures.metrics_figure(["kl"], {"kl": {"steps": [1], "values": [0.1]}})
+    assert metrics.layout.margin.t >= figures.TITLED_TOP
+
+
+def test_a_half_width_panels_message_is_wrapped_not_cut() -> None:
+    fig, _ = fc.scaling_figure([])
+    lines = fig.layout.annotations[0].text.split("<br>")
+    assert len(lines) > 1 and all(len(line) <= figures.MESSAGE_WIDTH for line in lines)
+    assert "1,000+ parameters" in " ".join(lines).replace("<br>", " ")
+    assert "these runs have 0." in lines[-1]
+    assert figures.wrap_message("a<br>b c", 3) == "a<br>b c"
+
+
+def test_the_runs_table_fits_1400_px() -> None:
+    """Team and project share a column and the long text columns wrap under a cap: the table
+    was 1,700 px wide, its margin and alert columns behind a scrollbar."""
+    from grposcope_dashboard.components import run_rows
+
+    ids = [c for c, _, _ in run_rows.COLUMNS]
+    assert "where" in ids and "team" not in ids and "project" not in ids
+    styles = {s["if"]["column_id"]: s for s in run_rows.column_widths()}
+    assert styles["run"]["whiteSpace"] == "normal" and styles["run"]["maxWidth"] <= 300
+    row = run_row({"id": 1, "name": "r", "team": "ml", "project": "gsm8k"})
+    assert row["where"] == "ml / gsm8k"

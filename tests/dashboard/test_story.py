@@ -165,3 +165,37 @@ def test_a_regime_the_data_do_not_determine_says_so():
     item = {"id": 1, "name": "r", "open_alerts": 0}
     assert run_row({**item, "fit": vague})["regime"] == "oscillatory?"
     assert run_row({**item, "fit": {"regime": "overdamped"}})["regime"] == "overdamped"
+
+
+def test_steps_to_plateau_of_an_ended_run_is_a_dash():
+    """Steps still to come ("73") of a run that finished read as if it were still training."""
+    from grposcope_dashboard import formatting as fmt
+    from grposcope_dashboard.components.run_rows import run_row
+
+    item = {"id": 1, "name": "r", "open_alerts": 0, "fit": {"steps_to_plateau": 73.0}}
+    assert run_row({**item, "status": "running"})["to_plateau"] == "73"
+    assert run_row({**item, "status": "stalled"})["to_plateau"] == "73"  # it may resume
+    for status in ("finished", "failed"):
+        assert run_row({**item, "status": status})["to_plateau"] == fmt.DASH
+        advised = {**item, "status": status, "open_alert_kinds": ["plateau_reached"]}
+        assert run_row(advised)["to_plateau"] == fmt.DASH
+    assert fmt.to_plateau(0.0, False) == "not confirmed"  # a running run: unchanged
+    assert fmt.to_plateau(0.0, True, has_ended=True) == fmt.DASH
+
+
+def test_a_margin_beside_an_open_instability_alert_says_so():
+    """The list knows the kinds of the open alerts, not their severities: the fitted margin
+    ('+1.00', the curve before a blow-up) is kept, marked, and links to the run page's
+    verdict, without claiming one."""
+    from grposcope_dashboard.components.run_rows import INSTABILITY_MARK, run_row
+
+    fit = {"margin_exact": 1.0, "margin_continuum": 1.0}
+    item = {"id": 7, "name": "r", "open_alerts": 1, "fit": fit}
+    assert run_row({**item, "open_alert_kinds": ["plateau_reached"]})["margin"] == "+1.00 / +1.00"
+    row = run_row({**item, "open_alert_kinds": ["dynamical_instability"]})
+    assert row["margin"].startswith("+1.00 / +1.00")
+    assert f"[{INSTABILITY_MARK}](/runs/7 " in row["margin"] and row["instability"] == "1"
+    assert "critical" not in row["margin"].split("(/runs/7")[0]  # severity unknown here
+    assert "past the edge" not in row["margin"].lower().split('"')[0]
+    assert INSTABILITY_MARK in run_row({**item, "fit": {}, "open_alert_kinds":
+                                        ["dynamical_instability"]})["margin"]  # fmt: skip

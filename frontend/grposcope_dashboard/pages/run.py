@@ -122,9 +122,9 @@ def _reward_card(built: dict[str, Any]) -> dbc.Card:
     graph = dcc.Graph(id="run-reward", figure=built["fig"], config=GRAPH_CONFIG)
     legend = html.Div(
         [
-            "Shading: ",
-            tip("slow start · rapid rise · plateau", "phases"),
-            "; dotted line: ",
+            "Shading: the fitted curve's ",
+            tip("phases", "phases"),
+            " (named on the chart); dotted line: the ",
             tip("plateau", "plateau"),
             " with its 80 % interval; dashed: the ",
             tip("forecast", "forecast"),

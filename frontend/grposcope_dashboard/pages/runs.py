@@ -11,7 +11,7 @@ from dash import Input, Output, callback, dash_table, dcc, html
 from grposcope_dashboard import api_client
 from grposcope_dashboard.api_client import ApiError
 from grposcope_dashboard.components.common import error_box, no_runs_yet
-from grposcope_dashboard.components.run_rows import COLUMNS, HEADER_TIPS, run_row
+from grposcope_dashboard.components.run_rows import COLUMNS, HEADER_TIPS, column_widths, run_row
 
 REFRESH_MS = 2000
 FONT = 'system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif'
@@ -51,10 +51,17 @@ def layout(team: str | None = None, project: str | None = None, **_: str) -> htm
         style_cell={
             "fontFamily": FONT,
             "fontSize": 13,
-            "padding": "4px 8px",
+            "padding": "4px 6px",
             "textAlign": "left",
         },
-        style_header={"fontWeight": 600, "backgroundColor": "#f1f3f5"},
+        style_cell_conditional=column_widths(),
+        style_header={
+            "fontWeight": 600,
+            "backgroundColor": "#f1f3f5",
+            "whiteSpace": "normal",
+            "height": "auto",
+            "verticalAlign": "bottom",
+        },
         style_data_conditional=_conditional_styles(),
     )
     return html.Div(
@@ -105,6 +112,10 @@ def _conditional_styles() -> list[dict[str, Any]]:
                 "column_id": "margin",
             },
             "color": "#e67700",
+        },
+        {
+            "if": {"filter_query": '{instability} = "1"', "column_id": "margin"},
+            "color": "#c92a2a",
         },
         {
             "if": {"filter_query": '{alerts} != "0"', "column_id": "alerts"},
