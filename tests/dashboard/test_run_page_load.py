@@ -89,3 +89,11 @@ def test_a_run_with_no_reward_series_says_which_keys_it_has() -> None:
     fig = run_data.build_reward(EmptyRunApi(), run)["fig"].layout.annotations[0].text  # type: ignore[arg-type]
     assert "No reward series among this run's 2 keys (kl, loss)" in fig
     assert run_data.WAITING not in fig
+
+
+def test_a_compare_link_naming_a_missing_run_says_so() -> None:
+    from grposcope_dashboard.pages import compare
+
+    assert compare.missing_note([]) is None
+    note = compare.missing_note([999, 1000])
+    assert "No run 999, 1000: left out of the comparison." in repr(note)

@@ -46,7 +46,10 @@ def layout(
     options = [
         {"label": f"{r['team']} / {r['project']} / {r['name']}", "value": r["id"]} for r in items
     ]
-    chosen = [int(x) for x in (runs or "").split(",") if x.strip().isdigit()]
+    asked = [int(x) for x in (runs or "").split(",") if x.strip().isdigit()]
+    known = {r["id"] for r in items}
+    chosen = [i for i in asked if i in known]
+    missing = missing_note([i for i in asked if i not in known])
     picker = dbc.Row(
         [
             dbc.Col(
@@ -84,6 +87,7 @@ def layout(
     return html.Div(
         [
             html.H4("Compare runs"),
+            *([missing] if missing else []),
             picker,
             _card("Overlay", dcc.Loading(dcc.Graph(id="cmp-overlay", config=GRAPH_CONFIG))),
             _card("Fitted parameters", html.Div(id="cmp-params")),
@@ -231,6 +235,16 @@ def update(run_ids: list[int] | None, mode: str, metric: str | None) -> tuple:
         note,
         metric_options(runs),
     )
+
+
+def missing_note(ids: list[int]) -> dbc.Alert | None:
+    """A shared link can name runs that were deleted or never existed: say so rather than
+    compare fewer runs than the link asked for without a word."""
+    if not ids:
+        return None
+    which = ", ".join(str(i) for i in ids)
+    return dbc.Alert(f"No run {which}: left out of the comparison.", color="warning",
+                     id="cmp-missing", className="py-2")  # fmt: skip
 
 
 def _table(id_: str, rows: list[dict[str, Any]]) -> dash_table.DataTable | html.P:
