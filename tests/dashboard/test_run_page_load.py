@@ -92,8 +92,8 @@ def test_a_run_with_no_reward_series_says_which_keys_it_has() -> None:
 
 
 def test_a_compare_link_naming_a_missing_run_says_so() -> None:
-    from grposcope_dashboard.pages import compare
+    from grposcope_dashboard.components.common import missing_note
 
-    assert compare.missing_note([]) is None
-    note = compare.missing_note([999, 1000])
+    assert missing_note([]) is None
+    note = missing_note([999, 1000])
     assert "No run 999, 1000: left out of the comparison." in repr(note)

@@ -82,3 +82,13 @@ def error_box(exc: Exception) -> dbc.Alert:
             color="warning",
         )
     return dbc.Alert(f"The server answered: {exc}", color="danger")
+
+
+def missing_note(ids: list[int]) -> dbc.Alert | None:
+    """A shared link can name runs that were deleted or never existed: say so rather than
+    compare fewer runs than the link asked for without a word."""
+    if not ids:
+        return None
+    which = ", ".join(str(i) for i in ids)
+    return dbc.Alert(f"No run {which}: left out of the comparison.", color="warning",
+                     id="cmp-missing", className="py-2")  # fmt: skip

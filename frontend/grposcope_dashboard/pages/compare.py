@@ -13,7 +13,7 @@ from grposcope_dashboard import api_client
 from grposcope_dashboard import figures_compare as fc
 from grposcope_dashboard.analysis import config_diff, config_partial
 from grposcope_dashboard.api_client import ApiError
-from grposcope_dashboard.components.common import error_box
+from grposcope_dashboard.components.common import error_box, missing_note
 from grposcope_dashboard.figures import empty_figure
 from grposcope_dashboard.pages.runs import FONT
 
@@ -235,16 +235,6 @@ def update(run_ids: list[int] | None, mode: str, metric: str | None) -> tuple:
         note,
         metric_options(runs),
     )
-
-
-def missing_note(ids: list[int]) -> dbc.Alert | None:
-    """A shared link can name runs that were deleted or never existed: say so rather than
-    compare fewer runs than the link asked for without a word."""
-    if not ids:
-        return None
-    which = ", ".join(str(i) for i in ids)
-    return dbc.Alert(f"No run {which}: left out of the comparison.", color="warning",
-                     id="cmp-missing", className="py-2")  # fmt: skip
 
 
 def _table(id_: str, rows: list[dict[str, Any]]) -> dash_table.DataTable | html.P:
