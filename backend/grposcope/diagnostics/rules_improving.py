@@ -15,6 +15,7 @@ alert opens only where none of these hold at that step, and its evidence shows e
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -25,24 +26,44 @@ from grposcope.dynamics.smoothing import last_index_at
 Params = dict[str, float]
 
 
-def improving_checks(data: RunData, p: Params, at: np.ndarray) -> list[dict]:
-    """For each step in `at`: the checks' numbers, and ``still_improving`` True if any holds."""
-    out: list[dict] = [{"still_improving": False, "components_rising": []} for _ in at]
+@dataclass(frozen=True)
+class Checks:
+    """The checks at each step of `at`, as arrays (a 100,000-step run judges tens of
+    thousands of past checkpoints every refit); `evidence` writes one step's numbers out,
+    only for the steps an alert shows."""
+
+    still: np.ndarray  # still improving: any check holds
+    slope_t: np.ndarray | None  # the reward's recent slope t (None without a reward series)
+    rising: dict[str, np.ndarray]  # per reward component: rising at that step
+    gain_left: np.ndarray  # p* of the latest fit minus the recent level (NaN: no fit yet)
+
+    def evidence(self, i: int) -> dict:
+        rising = [k for k, up in self.rising.items() if up[i]]
+        out: dict = {"still_improving": bool(self.still[i]), "components_rising": rising}
+        if self.slope_t is not None:
+            out["recent_slope_t"] = r(self.slope_t[i], 2)
+        if math.isfinite(self.gain_left[i]):
+            out["gain_left"] = r(self.gain_left[i])
+        return out
+
+
+def improving_checks(data: RunData, p: Params, at: np.ndarray) -> Checks:
+    """At each step in `at`: the checks' numbers, and still improving if any holds."""
+    still = np.zeros(at.size, dtype=bool)
+    slope_t, rising = None, {}
     keys = [data.reward_key, *component_keys(data)] if data.reward_key else []
     for key in keys:
         got = data.finite(key)
         if got is None:
             continue
-        s, v = got
-        rising, t = _rising(s, v, at, p)
-        for i in range(at.size):
-            if key == data.reward_key:
-                out[i]["recent_slope_t"] = r(t[i], 2)
-            elif rising[i]:
-                out[i]["components_rising"].append(key)
-            out[i]["still_improving"] |= bool(rising[i])
-    _gain_left(data, p, at, out)
-    return out
+        up, t = _rising(*got, at, p)
+        if key == data.reward_key:
+            slope_t = t
+        else:
+            rising[key] = up
+        still |= up
+    left, beyond = _gain_left(data, p, at)
+    return Checks(still | beyond, slope_t, rising, left)
 
 
 def _rising(
@@ -61,27 +82,24 @@ def _rising(
     return valid & (t > p["rising_sigmas"]), t
 
 
-def _gain_left(data: RunData, p: Params, at: np.ndarray, out: list[dict]) -> None:
+def _gain_left(data: RunData, p: Params, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(gain left, beyond its noise) at each step of `at`: the latest fit at or before it."""
+    left, beyond = np.full(at.size, np.nan), np.zeros(at.size, dtype=bool)
     reward = data.finite(data.reward_key)
     fits = [f for f in data.fits if f.success and f.p_star is not None]
-    if reward is None or not fits:
-        return
+    if reward is None or not fits or reward[0].size == 0:
+        return left, beyond
     s, v = reward
-    if s.size == 0:
-        return
     w = points(p["smooth_window"], s)
     level = shared_trailing_mean(data, v, w)
     fit_steps = np.array([f.step for f in fits])
-    for i, step in enumerate(at.tolist()):
-        j, k = (
-            np.searchsorted(fit_steps, step, side="right") - 1,
-            np.searchsorted(s, step, "right") - 1,
-        )
-        if j < 0 or k < 0:
-            continue
-        f = fits[j]
-        se = (f.noise_sd or 0.0) / math.sqrt(min(w, k + 1))
-        left = float(f.p_star) - float(level[k])  # type: ignore[arg-type]
-        out[i]["gain_left"] = r(left)
-        if left > p["gain_left_sigmas"] * se and se > 0:
-            out[i]["still_improving"] = True
+    j = np.searchsorted(fit_steps, at, side="right") - 1
+    k = np.searchsorted(s, at, side="right") - 1
+    ok = (j >= 0) & (k >= 0)
+    p_star = np.array([float(f.p_star) for f in fits])  # type: ignore[arg-type]
+    noise = np.array([f.noise_sd or 0.0 for f in fits])
+    jj, kk = j[ok], k[ok]
+    se = noise[jj] / np.sqrt(np.minimum(w, kk + 1))
+    left[ok] = p_star[jj] - level[kk]
+    beyond[ok] = (left[ok] > p["gain_left_sigmas"] * se) & (se > 0)
+    return left, beyond

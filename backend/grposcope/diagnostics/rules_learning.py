@@ -200,14 +200,13 @@ def _unless_improving(trace: Trace, data: RunData, p: Params) -> Trace:
     firing = np.flatnonzero(trace.level > 0)
     checks = improving_checks(data, p, trace.steps[firing])
     level = trace.level.copy()
-    by_index = {}
-    for i, c in zip(firing.tolist(), checks, strict=True):
-        if c["still_improving"]:
-            level[i] = 0
-        by_index[i] = c
+    level[firing[checks.still]] = 0
 
     def evidence(i: int) -> dict:
-        return {**trace.evidence(i), **by_index.get(i, {})}
+        n = int(np.searchsorted(firing, i))
+        if n < firing.size and firing[n] == i:
+            return {**trace.evidence(i), **checks.evidence(n)}
+        return trace.evidence(i)
 
     return Trace(trace.steps, level, trace.instant, evidence)
 
