@@ -77,7 +77,8 @@ def _grid_ids(session: Session, run_id: int, reward: str, memo: RuleMemo | None,
     grid = fits_repo.grid_steps(last_step) if last_step and newest else []
     known: dict[int, int] = {}
     if memo is not None:  # keep this grid's settled steps (a doubled stride drops half)
-        kept = {k: v for k, v in memo.rows.items() if k[0] == "grid" and k[1] in set(grid)}
+        steps = set(grid)
+        kept = {k: v for k, v in memo.rows.items() if k[0] == "grid" and k[1] in steps}
         memo.rows = {k: v for k, v in memo.rows.items() if k[0] != "grid"} | kept
         known = {k[1]: v for k, v in kept.items()}
     found = fits_repo.ids_at(session, run_id, reward, [g for g in grid if g not in known])
