@@ -38,10 +38,11 @@ def test_regime_line_names_its_zeta_and_explains_a_disagreement():
 
 def test_an_undetermined_regime_says_why():
     vague = {"oscillator": {"zeta": 0.8, "zeta_lo": 0.4, "zeta_hi": 1.6}, "regime": "oscillatory",
-             "regime_determined": False}  # fmt: skip
+             "regime_determined": False, "regime_undetermined_by": "zeta_interval"}  # fmt: skip
     assert "holds 1" in repr(story.regime_line(vague))
     noise = {"oscillator": {"zeta": 0.15, "zeta_lo": 0.06, "zeta_hi": 0.38, "r2_smoothed": 0.25},
-             "regime": "oscillatory", "regime_determined": False}  # fmt: skip
+             "regime": "oscillatory", "regime_determined": False,
+             "regime_undetermined_by": "weak_fit"}  # fmt: skip
     text = repr(story.regime_line(noise))
     assert "explains only R² 0.25" in text and "holds 1" not in text
 
@@ -157,10 +158,12 @@ def test_a_regime_the_data_do_not_determine_says_so():
     from grposcope_dashboard.components.run_rows import run_row
 
     vague = {"regime": "oscillatory", "regime_determined": False,
+             "regime_undetermined_by": "zeta_interval",
              "oscillator": {"zeta": 0.74, "zeta_lo": 0.41, "zeta_hi": 1.32}}  # fmt: skip
     line = repr(story.regime_line(vague))
     assert "Not determined" in line and "0.41–1.32" in line
-    assert "Not determined" not in repr(story.regime_line({**vague, "regime_determined": True}))
+    determined = {**vague, "regime_determined": True, "regime_undetermined_by": None}
+    assert "Not determined" not in repr(story.regime_line(determined))
     assert "children='oscillatory?'" in repr(run_panels.summary(vague, 0.5, []))
     item = {"id": 1, "name": "r", "open_alerts": 0}
     assert run_row({**item, "fit": vague})["regime"] == "oscillatory?"

@@ -288,6 +288,7 @@ def test_regime_is_determined_only_where_zetas_interval_stays_on_one_side_of_one
     lo, hi = swing.zeta_interval
     assert lo < swing.oscillator.zeta < hi < 1.0
     assert swing.regime == "oscillatory" and swing.regime_determined is True
+    assert swing.regime_undetermined_by is None
     rng = np.random.default_rng(4)
     steps = np.arange(1.0, 81.0)
     smooth = 0.6 - 0.4 * np.exp(-steps / 25.0) + rng.normal(0.0, 0.15, steps.size)
@@ -295,7 +296,7 @@ def test_regime_is_determined_only_where_zetas_interval_stays_on_one_side_of_one
     lo, hi = vague.zeta_interval
     assert lo < 1.0 < hi and vague.regime_determined is False
     out = vague.to_json()
-    assert out["regime_determined"] is False
+    assert out["regime_determined"] is False and out["regime_undetermined_by"] == "zeta_interval"
     assert out["oscillator"]["zeta_lo"] == lo and out["oscillator"]["zeta_hi"] == hi
     assert FitSnapshotModel.from_result(vague).regime_determined is False
 
@@ -309,3 +310,4 @@ def test_a_run_with_no_curve_has_no_determined_regime() -> None:
     flat = fit_series(steps, 0.3 + rng.normal(0.0, 0.1, steps.size))
     assert flat.zeta_interval[1] < 1.0 and flat.oscillator.r2_smoothed < 0.5
     assert flat.regime_determined is False and flat.to_json()["regime_determined"] is False
+    assert FitSnapshotModel.from_result(flat).regime_undetermined_by == "weak_fit"

@@ -223,14 +223,14 @@ def _num(x: Any, fmt: str = ".4g") -> str:
 
 
 def _undetermined(d: dict[str, Any]) -> str:
-    """', not determined: ζ 80 % a–b' where ζ's interval holds 1 (`regime_determined`)."""
-    if d.get("regime_determined") is not False:
-        return ""
-    o = d["oscillator"]
-    lo, hi = o.get("zeta_lo"), o.get("zeta_hi")
-    if lo is not None and hi is not None and (hi < 1.0 or lo > 1.0):  # the curve, not ζ
+    """', not determined: …' with the fit's reason (`regime_undetermined_by`)."""
+    o, why = d["oscillator"], d.get("regime_undetermined_by")
+    if why == "weak_fit":
         return f", not determined: the curve explains R²s {_num(o.get('r2_smoothed'), '.2f')}"
-    return f", not determined: ζ 80 % {_num(lo, '.3f')}–{_num(hi, '.3f')}"
+    if why == "zeta_interval":
+        lo, hi = _num(o.get("zeta_lo"), ".3f"), _num(o.get("zeta_hi"), ".3f")
+        return f", not determined: ζ 80 % {lo}–{hi}"
+    return ""
 
 
 def format_human(d: dict[str, Any]) -> str:

@@ -286,13 +286,23 @@ class FitResult:
         has no rise or swing to read ζ from, however narrow its interval: a 9,751-step run
         that never learns read "oscillatory, determined" at R² 0.09). None without an
         interval."""
+        if self.regime_undetermined_by is not None:
+            return False
+        return None if self.zeta_interval is None else True
+
+    @property
+    def regime_undetermined_by(self) -> str | None:
+        """Why the regime is not determined, decided here once for every reader: "weak_fit"
+        (the curve explains under REGIME_MIN_R2 of the smoothed series, checked first: then
+        ζ's interval says nothing) or "zeta_interval" (its 80 % interval holds 1); None when
+        determined or without an interval."""
         osc = self.oscillator
         if osc is not None and math.isfinite(osc.r2_smoothed) and osc.r2_smoothed < REGIME_MIN_R2:
-            return False
+            return "weak_fit"
         if self.zeta_interval is None:
             return None
         lo, hi = self.zeta_interval
-        return bool(hi < 1.0 or lo > 1.0)
+        return None if (hi < 1.0 or lo > 1.0) else "zeta_interval"
 
     def to_json(self) -> dict[str, Any]:
         """The `grposcope fit --json` payload: the values computed by the fit, written out."""
@@ -310,6 +320,7 @@ class FitResult:
             "single_exponential": _exp_json(self.single_exponential),
             "regime": self.regime,
             "regime_determined": self.regime_determined,
+            "regime_undetermined_by": self.regime_undetermined_by,
             "plateau": None if self.plateau is None else vars(self.plateau).copy(),
             "phases": {"slow_start_end": self.phases[0], "plateau_start": self.phases[1]},
             "steps_to_plateau": self.steps_to_plateau,

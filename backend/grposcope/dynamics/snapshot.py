@@ -18,7 +18,7 @@ Numbers are finite or null (NaN and ±inf are written as null, `fit_result.finit
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -203,6 +203,11 @@ class FitSnapshotModel(_Part):
         default=None,
         description="Whether ζ's 80 % interval lies on one side of 1: false, the data do not "
         "tell an overshooting rise from a smooth one and `regime` is only ζ's side.",
+    )
+    regime_undetermined_by: Literal["zeta_interval", "weak_fit"] | None = Field(
+        default=None,
+        description="Why `regime_determined` is false: ζ's 80 % interval holds 1, or the "
+        "curve explains under half of the smoothed series (no rise or swing to read ζ from).",
     )
     plateau: IntervalPart | None = None
     phases: PhasesPart = Field(default_factory=PhasesPart)

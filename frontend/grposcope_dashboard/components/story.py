@@ -61,15 +61,15 @@ def regime_line(fit: Mapping[str, Any]) -> list[Any]:
     if to_float(zeta) == to_float(zeta):
         out.append(f" (from the fitted ζ {num(zeta)}, the shape of the reward curve).")
     osc = fit.get("oscillator") or {}
-    if fit.get("regime_determined") is False:
-        lo, hi = to_float(osc.get("zeta_lo")), to_float(osc.get("zeta_hi"))
-        why = (
-            f" Not determined: ζ's 80 % interval, {num(lo)}–{num(hi)}, holds 1, so the data do "
-            "not yet tell an overshooting rise from a smooth one."
-            if not (hi < 1.0 or lo > 1.0)
-            else f" Not determined: the fitted curve explains only R² {num(osc.get('r2_smoothed'))}"
-            " of the smoothed reward — no rise or swing to read a regime from."
-        )
+    why = {
+        "zeta_interval": f" Not determined: ζ's 80 % interval, {num(osc.get('zeta_lo'))}–"
+        f"{num(osc.get('zeta_hi'))}, holds 1, so the data do not yet tell an overshooting rise "
+        "from a smooth one.",
+        "weak_fit": " Not determined: the fitted curve explains only R² "
+        f"{num(osc.get('r2_smoothed'))} of the smoothed reward — no rise or swing to read a "
+        "regime from.",
+    }.get(fit.get("regime_undetermined_by") or "")
+    if why:
         out.append(html.Span(why, className="text-muted small"))
     exact = cons.get("zeta_exact")
     fitted_side, exact_side = _side(zeta), _side(exact)
