@@ -169,6 +169,21 @@ def test_unreadable_lines_are_skipped_and_said(live_server, tmp_path: Path) -> N
     assert out.stderr.count("\n") == 1
 
 
+def test_an_eval_logged_before_step_0_is_left_out_and_said(live_server, tmp_path: Path) -> None:
+    """A baseline eval at step -1 (logged before training starts) refused the whole file,
+    which `grposcope fit` reads: it is left out, the rest imported, and stderr says so."""
+    env, http = _client(live_server)
+    path = tmp_path / "baseline.csv"
+    path.write_text("step,reward,eval_reward\n-1,,0.12\n"
+                    + "".join(f"{s},{s / 100},\n" for s in range(0, 40)))  # fmt: skip
+    out = cli("import", str(path), "--project", "baseline", "--json", env=env)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert got["steps"] == 40
+    assert "left out 1 value logged before step 0" in out.stderr, out.stderr
+    assert _series(http, got["id"], "reward")["reward"][39] == 0.39
+
+
 def test_a_log_without_a_reward_is_stored_and_said(live_server, tmp_path: Path) -> None:
     """Its other series are worth keeping, but a run with nothing to fit must not look like
     one waiting for its first fit: stderr says no series is the reward."""

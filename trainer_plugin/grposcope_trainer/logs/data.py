@@ -36,8 +36,15 @@ class LogData:
     wall_times: dict[int, float] = field(default_factory=dict)  # when a step was written
     skipped: int = 0  # rows (lines) that could not be read and were left out
     first_skipped: tuple[int, str] | None = None  # (line number, why) of the first of them
+    before_zero: int = 0  # values logged at a step below 0, left out
 
     def add(self, step: float, key: str, value: float) -> None:
+        """One value; one logged before step 0 (a baseline eval at step -1) is left out and
+        counted: the API's steps start at 0, and refusing the whole file over it lost the
+        run (`import`) or stopped a follow."""
+        if step < 0:
+            self.before_zero += 1
+            return
         self.rows.append((step, key, value))
 
     def skip(self, line_no: int, why: str) -> None:
@@ -50,12 +57,17 @@ class LogData:
 
     def skipped_note(self) -> str | None:
         """One line for a person, e.g. ``skipped 2 unreadable rows (first: line 151: not a
-        JSON object)``; None when nothing was skipped."""
-        if not self.skipped or self.first_skipped is None:
-            return None
-        line_no, why = self.first_skipped
-        rows = "row" if self.skipped == 1 else "rows"
-        return f"skipped {self.skipped} unreadable {rows} (first: line {line_no}: {why})"
+        JSON object)``, and the values left out before step 0; None when nothing was."""
+        notes = []
+        if self.skipped and self.first_skipped is not None:
+            line_no, why = self.first_skipped
+            rows = "row" if self.skipped == 1 else "rows"
+            notes.append(f"skipped {self.skipped} unreadable {rows} (first: line {line_no}: {why})")
+        if self.before_zero:
+            values = "value" if self.before_zero == 1 else "values"
+            notes.append(f"left out {self.before_zero} {values} logged before step 0 (steps "
+                         "start at 0)")  # fmt: skip
+        return "; ".join(notes) or None
 
     def nothing_readable(self, where: str, what: str) -> LogFormatError:
         """The error for a file none of whose rows could be read: the first problem, where."""
