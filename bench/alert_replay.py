@@ -12,6 +12,12 @@ the reward had lost half its gain), every plateau_reached opening with the gain 
 after it (in run-σ), alerts per 200 steps on the runs that did not fail, and every run's first
 warning and first critical (for a folder of runs this corpus does not label).
 
+    python bench/alert_replay.py --log-every 10 FOLDER...
+
+replays every run as a trainer logging every 10 steps would have logged it (each value the mean
+since the last log, as TRL's `logging_steps` does; 10 is its GRPOConfig's default): the rules'
+windows are in steps, and their verdicts must not depend on the logging cadence.
+
     python bench/alert_replay.py --lofo FOLDER...
 
 scores the collapse, flat-line and precursor thresholds leave-one-family-out: for each family,
@@ -33,7 +39,15 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from corpus import FAILING, SWEEP_PREFIX, Run, label, load_runs, require_runs  # noqa: E402
+from corpus import (  # noqa: E402
+    FAILING,
+    SWEEP_PREFIX,
+    Run,
+    label,
+    load_runs,
+    logged_every,
+    require_runs,
+)
 
 from grposcope.diagnostics.data import FitPoint, RunData  # noqa: E402
 from grposcope.diagnostics.engine import evaluate_all  # noqa: E402
@@ -180,6 +194,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folders", nargs="+", type=Path)
     parser.add_argument("--lofo", action="store_true", help="the thresholds held out by family")
+    parser.add_argument("--log-every", type=int, default=1, metavar="K",
+                        help="replay each run as logged every K steps (means between logs, as "
+                        "TRL's logging_steps; its GRPOConfig's default is 10)")  # fmt: skip
     args = parser.parse_args()
     missing = [str(f) for f in args.folders if not f.is_dir()]
     if missing:
@@ -188,6 +205,7 @@ def main() -> int:
     runs = load_runs(args.folders)
     if not require_runs(runs, args.folders):
         return 2
+    runs = [logged_every(run, args.log_every) for run in runs]
     if args.lofo:
         if len({r.family for r in runs}) < 2:
             print("--lofo needs runs of two families or more", file=sys.stderr)

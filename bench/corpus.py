@@ -10,7 +10,7 @@ on another copy of it.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -122,6 +122,31 @@ def load_runs(folders: list[Path]) -> list[Run]:
                 name = path.name
             runs.append(Run(name, family_of(name), key, steps[ok], values[ok], series))
     return runs
+
+
+def logged_every(run: Run, k: int) -> Run:
+    """The run as a trainer logging every ``k`` steps would have logged it: each series' mean
+    over the steps since its last log, at the last of them (TRL's `logging_steps`, 10 by
+    default in its GRPOConfig, averages its metrics between logs). Rules whose windows are in
+    steps must judge it as they judge the run logged every step."""
+    if k <= 1:
+        return run
+    first = int(run.steps[0])
+    series = {key: _block_means(s, v, k, first) for key, (s, v) in run.series.items()}
+    steps, values = series[run.key]
+    return replace(run, steps=steps, values=values, series=series)
+
+
+def _block_means(s: np.ndarray, v: np.ndarray, k: int, first: int) -> tuple[np.ndarray, np.ndarray]:
+    if s.size == 0:
+        return s, v
+    _, start = np.unique((s - first) // k, return_index=True)
+    ends = np.r_[start[1:], s.size]
+    out = np.full(start.size, np.nan)
+    for j, (a, b) in enumerate(zip(start, ends, strict=True)):
+        ok = np.isfinite(v[a:b])
+        out[j] = v[a:b][ok].mean() if ok.any() else v[b - 1]  # a NaN stays evidence
+    return s[ends - 1], out
 
 
 def require_runs(runs: list[Run], folders: list[Path]) -> bool:

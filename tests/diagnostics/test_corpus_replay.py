@@ -53,6 +53,32 @@ def test_no_stop_advice_is_followed_by_a_real_gain(replayed) -> None:
     assert wrong == []
 
 
+@pytest.fixture(scope="module")
+def replayed_every_10(real_logs: Path) -> list[dict]:
+    """The corpus as trainers logging every 10 steps would have logged it (TRL's GRPOConfig
+    default: each value the mean since the last log)."""
+    replay_mod, corpus = _bench()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        runs = corpus.load_runs([real_logs, real_logs / "extra", real_logs / "wide"])
+        return [replay_mod.replay(corpus.logged_every(run, 10)) for run in runs]
+
+
+def test_logged_every_10_steps_no_stop_advice_is_followed_by_a_real_gain(
+    replayed_every_10,
+) -> None:
+    """A 10-step window is one point of such a log: a stop opened on the one checkpoint the
+    still-improving veto missed (onlyjokers' run, flat for 160 steps and then rising to 6,
+    read "not learning" at step 70; two Unsloth runs the same)."""
+    replay_mod, corpus = _bench()
+    stops = [(r["run"], e[1]) for r in replayed_every_10 for e in r["episodes"]
+             if e[0] == "plateau_reached"]  # fmt: skip
+    wrong = [(run.name, step) for run, step in stops if replay_mod.gain_after(run, step) >= 0.5]
+    assert wrong == []
+    healthy = [r for r in replayed_every_10 if corpus.label(r["run"].name) == "healthy"]
+    assert [e for r in healthy for e in r["episodes"] if e[2] == "critical"] == []
+
+
 def test_sweep_precursors_come_before_half_the_gain_is_lost_and_never_on_healthy_runs(
     replayed,
 ) -> None:

@@ -34,6 +34,22 @@ def test_hysteresis_sparse_checkpoints_use_steps_not_points():
     assert eps[0].opened_step == 50 and eps[0].resolved_step is None
 
 
+def test_hysteresis_needs_its_points_as_well_as_its_steps():
+    """Logged every 10 steps, one checkpoint crosses a 10-step window: with open_points 3 the
+    streak must span three logged points before it opens."""
+    steps = np.arange(10, 110, 10)
+    levels = [0, 2, 0, 2, 2, 0, 2, 2, 2, 2]
+    loose = episodes(_trace(levels, steps=steps), open_window=10, resolve_window=10)
+    assert loose[0].opened_step == 20
+    strict = episodes(_trace(levels, steps=steps), 10, 10, open_points=3, logged=steps)
+    assert [e.opened_step for e in strict] == [90]
+    dense = np.arange(1, 101)  # the same windows over a series logged every step: unchanged
+    assert (
+        episodes(_trace(levels, steps=steps), 10, 10, open_points=3, logged=dense)[0].opened_step
+        == 20
+    )
+
+
 def test_instant_condition_opens_at_once_and_severity_follows_latest():
     eps = episodes(_trace([3, 2, 2], instant=[True, False, False]), 10, 10)
     assert eps[0].opened_step == 1 and eps[0].severity == "warning"

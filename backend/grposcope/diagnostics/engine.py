@@ -54,10 +54,11 @@ def evaluate(kind: str, data: RunData, params: dict[str, float]) -> Outcome:
         return Outcome(kind, "unavailable", trace)
     windows = int(params["open_window"]), int(params["resolve_window"])
     share = float(params.get("resolve_share", 0.0))
-    eps = tuple(
-        dataclasses.replace(ep, message=_message(kind, ep.evidence))
-        for ep in episodes(trace, *windows, share, _run_start(data) if share else None)
-    )
+    open_points = int(params.get("open_points", 1))
+    reward = data.get(data.reward_key) if open_points > 1 else None
+    found = episodes(trace, *windows, share, _run_start(data) if share else None, open_points,
+                     reward[0] if reward is not None else None)  # fmt: skip
+    eps = tuple(dataclasses.replace(ep, message=_message(kind, ep.evidence)) for ep in found)
     current = eps[-1] if eps and eps[-1].resolved_step is None else None
     if current is None:
         last = {"last_checked_step": int(trace.steps[-1])} if trace.steps.size else {}

@@ -30,6 +30,8 @@ def episodes(
     resolve_window: int,
     resolve_share: float = 0.0,
     run_start: int | None = None,
+    open_points: int = 1,
+    logged: np.ndarray | None = None,
 ) -> list[Episode]:
     """The alert episodes a trace implies, oldest first; the last may still be open.
 
@@ -42,7 +44,13 @@ def episodes(
     Walked streak by streak (runs of checkpoints where the condition holds, or not), each
     streak's opening or resolving point found with numpy: within a streak the reference step
     (the last checkpoint the other way) is fixed. A 100,000-step trace has far fewer streaks
-    than points, and this runs for every rule at every refit."""
+    than points, and this runs for every rule at every refit.
+
+    ``open_points``: besides ``open_window`` steps, the streak must span that many points of
+    ``logged`` (the run's logged reward steps; the trace's own checkpoints without it). A run
+    that logs every 10 steps (TRL's default `logging_steps`) crosses a 10-step window in one
+    point, so one checkpoint the still-improving veto happened to miss opened a "stop now"
+    that a run logging every step, whose veto fires every few steps, never saw."""
     out: list[Episode] = []
     steps, level = trace.steps, trace.level
     if steps.size == 0:
@@ -58,7 +66,10 @@ def episodes(
     for a, b in zip(bounds[:-1], bounds[1:], strict=True):
         if on[a]:
             if not is_open:
-                hit = trace.instant[a:b] | (steps[a:b] - last_false >= open_window)
+                hit = trace.instant[a:b] | (
+                    (steps[a:b] - last_false >= open_window)
+                    & (_points_since(steps, a, b, last_false, logged) >= open_points)
+                )
                 if hit.any():
                     is_open, opened = True, int(steps[a + int(np.argmax(hit))])
             peak = int(level[b - 1]) if is_open else peak  # the latest confirmed severity
@@ -75,6 +86,17 @@ def episodes(
     if is_open:
         out.append(_episode(trace, opened, None, peak, last_true_i))
     return out
+
+
+def _points_since(
+    steps: np.ndarray, a: int, b: int, last_false: int, logged: np.ndarray | None
+) -> np.ndarray:
+    """At each checkpoint of the streak steps[a:b]: the points logged after ``last_false``
+    up to it (of ``logged``, else of the trace's own checkpoints)."""
+    if logged is None:
+        return np.arange(1, b - a + 1)
+    at = np.searchsorted(logged, steps[a:b], side="right")
+    return at - np.searchsorted(logged, last_false, side="right")
 
 
 def _episode(trace: Trace, opened: int, resolved: int | None, lvl: int, i: int) -> Episode:

@@ -102,6 +102,9 @@ RULES: dict[str, dict[str, Param]] = {
         ),
         "gain_left_sigmas": Param(1.0, 0.0, 100.0, "p* above the recent level that vetoes (s.e.)"),
         **_windows(10, 10),
+        "open_points": Param(
+            3, 1, 1000, "fewest logged reward points the condition must hold over to open", True
+        ),
         "resolve_share": Param(
             0.1, 0.0, 1.0, "share of the run so far it must stay clear to resolve, if longer"
         ),
