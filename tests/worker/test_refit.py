@@ -67,6 +67,23 @@ def test_eval_series_fitted_too(api):
     assert _get(api, f"/runs/{run['id']}/fit").json()["metric"] == "reward"
 
 
+def test_a_verl_run_reads_its_reward_fit_not_its_eval_fit(api):
+    """verl's eval series is `val-core/…`: the runs list and the run picked the newest fit not
+    named `eval…`, so its eval fit (written after the reward's) stood for the run's."""
+    run = make_run(api, api.alpha)
+    steps, values = learning_curve()
+    send(api, api.alpha, run["id"], steps, **{"critic/score/mean": values})
+    send(api, api.alpha, run["id"], steps[::5],
+         **{"val-core/openai/gsm8k/reward/mean@1": values[::5] * 0.5 + 0.4})  # fmt: skip
+    drain(worker_for(api))
+    fit = _get(api, f"/runs/{run['id']}/fit").json()
+    assert fit["metric"] == "critic/score/mean"
+    listed = next(i for i in _get(api, "/runs").json()["items"] if i["id"] == run["id"])
+    detail = _get(api, f"/runs/{run['id']}").json()
+    assert detail["fit"]["metric"] == "critic/score/mean"
+    assert listed["fit"]["plateau"] == detail["fit"]["plateau"]["value"] == fit["plateau"]["value"]
+
+
 def test_worker_survives_a_fit_that_raises(api, monkeypatch):
     import grposcope.fits.refit as refit
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
@@ -106,14 +106,20 @@ def latest_values(session: Session, run_ids: Sequence[int]) -> dict[int, dict[st
     return out
 
 
-def latest_snapshots(session: Session, run_ids: Sequence[int]) -> dict[int, FitSnapshot]:
-    """The newest reward fit of each run (eval-series fits are stored with an eval metric)."""
-    newest = (
-        select(func.max(FitSnapshot.id))
-        .where(FitSnapshot.run_id.in_(run_ids), ~FitSnapshot.metric.startswith("eval"))
-        .group_by(FitSnapshot.run_id)
-    )
-    rows = session.scalars(select(FitSnapshot).where(FitSnapshot.id.in_(newest)))
+def latest_snapshots(session: Session, reward_keys: Mapping[int, str]) -> dict[int, FitSnapshot]:
+    """The newest fit of each run's reward series (``reward_keys``: run id → its reward key,
+    `run_inputs.pick_reward_key`). Matched by the key, not by "not an eval name": verl's eval
+    series are `val-core/…`, and their fit, written after the reward's, was shown as the run's."""
+    if not reward_keys:
+        return {}
+    newest = session.execute(
+        select(FitSnapshot.run_id, FitSnapshot.metric, func.max(FitSnapshot.id))
+        .where(FitSnapshot.run_id.in_(list(reward_keys)),
+               FitSnapshot.metric.in_(set(reward_keys.values())))
+        .group_by(FitSnapshot.run_id, FitSnapshot.metric)
+    )  # fmt: skip
+    ids = [i for run_id, metric, i in newest if reward_keys.get(run_id) == metric]
+    rows = session.scalars(select(FitSnapshot).where(FitSnapshot.id.in_(ids))) if ids else []
     return {row.run_id: row for row in rows}
 
 

@@ -124,7 +124,8 @@ def list_runs(
     ids = [r.id for r in runs]
     alerts = repo.open_alert_kinds(session, ids)
     latest = repo.latest_values(session, ids)
-    fits = repo.latest_snapshots(session, ids)
+    rewards = {i: key for i in ids if (key := pick_reward_key(latest.get(i, {}))) is not None}
+    fits = repo.latest_snapshots(session, rewards)
     items = [_summary(r, alerts.get(r.id, {}), latest.get(r.id, {}), fits.get(r.id)) for r in runs]
     return {"items": items, "total": total}
 
@@ -181,7 +182,7 @@ def run_detail(session: Session, run: Run) -> dict[str, Any]:
     n_steps = 0
     if reward_key is not None:
         n_steps = repo.count_steps(session, run.id, latest[reward_key].key_id)
-    fit = repo.latest_snapshots(session, [run.id]).get(run.id)
+    fit = repo.latest_snapshots(session, {run.id: reward_key} if reward_key else {}).get(run.id)
     out = run_out(run)
     out.update(
         n_steps=n_steps,
