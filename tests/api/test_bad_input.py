@@ -97,6 +97,23 @@ def test_names_with_unicode_or_sql_like_text_round_trip(api, name):
     assert [r["id"] for r in found["items"]] == [run["id"]]
 
 
+def test_run_search_ignores_case_on_every_store(api):
+    """Postgres' LIKE is case-sensitive, SQLite's is not: `q=SHIBU` found nothing on one."""
+    run = make_run(api, api.alpha, name="Shibukizero-Qwen-e16", run_key="case")
+    for q in ("shibukizero", "SHIBU", "qwen-E16"):
+        found = api.client.get("/api/v1/runs", params={"q": q},
+                               headers=api.headers(api.alpha)).json()  # fmt: skip
+        assert [r["id"] for r in found["items"]] == [run["id"]], q
+
+
+@pytest.mark.parametrize("field", ["name", "project", "team"])
+def test_names_with_control_characters_are_422(api, field):
+    """A run named "a\nb" was stored and broke every CLI row and table that lists it."""
+    body = {"project": "p", "name": "r", field: "two\nlines"}
+    response = api.client.post("/api/v1/runs", json=body, headers=api.headers(api.alpha))
+    assert response.status_code == 422 and field in response.text
+
+
 def test_bad_query_parameters_are_4xx(api):
     run = make_run(api, api.alpha)
     h = api.headers(api.alpha)

@@ -11,7 +11,7 @@ from sqlalchemy import func, select
 
 from grposcope.accounts import service
 from grposcope.api.deps import AdminDep, PrincipalCacheDep, PrincipalDep, SessionDep
-from grposcope.api.types import Int64, Text
+from grposcope.api.types import Int64, Name, Text
 from grposcope.models import Project, Run, Team
 
 router = APIRouter(tags=["accounts"])
@@ -40,7 +40,7 @@ class TeamCreate(BaseModel):
 
 
 class TokenCreate(BaseModel):
-    team: Text = Field(min_length=1, max_length=200)
+    team: Name = Field(min_length=1, max_length=200)
     role: Text = Field(description="writer | viewer | admin")
     name: Text = Field("", max_length=200, description="A label to recognise the token by.")
 

@@ -26,6 +26,12 @@ NO_NUL_PATTERN = r"^[^\x00]*$"
 Text = Annotated[str, StringConstraints(pattern=NO_NUL_PATTERN)]
 
 
+# A name people read in tables, CLI rows and page titles (run, project, team): no control
+# characters either (a newline in a run's name broke every row that lists it).
+NAME_PATTERN = r"^[^\x00-\x1f\x7f]*$"
+Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
+
+
 def has_nul(text: str) -> bool:
     """Whether a string carries NUL (checked once per distinct name on the ingest hot path)."""
     return "\x00" in text

@@ -63,7 +63,8 @@ def runs_query(
     if status:
         query = query.where(Run.status == status)
     if q:
-        query = query.where(Run.name.contains(q, autoescape=True))
+        # case-insensitive on both stores (SQLite's LIKE already was, Postgres' is not)
+        query = query.where(Run.name.icontains(q, autoescape=True))
     if alert:
         open_kind = select(Alert.run_id).where(Alert.state.in_(OPEN_STATES))
         if alert != "any":

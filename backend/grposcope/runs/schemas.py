@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from grposcope.api.types import INT32_MAX, INT64_MAX, Text
+from grposcope.api.types import INT32_MAX, INT64_MAX, Name, Text
 from grposcope.dynamics.snapshot import FitSnapshotModel
 
 # Sane ranges, checked at the boundary: a run created with lr 1e16 or K 1e308 is a typo, and
@@ -71,15 +71,15 @@ class Hyperparameters(BaseModel):
 
 
 class RunCreate(BaseModel):
-    project: Text = Field(min_length=1, max_length=200, description="Project name.")
-    name: Text = Field(min_length=1, max_length=300, description="Human-readable run name.")
+    project: Name = Field(min_length=1, max_length=200, description="Project name.")
+    name: Name = Field(min_length=1, max_length=300, description="Human-readable run name.")
     run_key: Text | None = Field(
         None,
         min_length=1,
         max_length=200,
         description="Client-chosen key; the same key in the same project resumes the run.",
     )
-    team: Text | None = Field(None, description="Team; defaults to the token's team.")
+    team: Name | None = Field(None, description="Team; defaults to the token's team.")
     config: dict[str, Any] = Field(default_factory=dict, description="Full trainer config.")
     hyperparameters: Hyperparameters = Field(default_factory=Hyperparameters)
 
