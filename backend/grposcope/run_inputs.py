@@ -56,13 +56,12 @@ def hyper_for(run: Run) -> Hyper | None:
     optimizer = run.optimizer or "adamw"
     if optimizer not in OPTIMIZERS:
         return None
-    correction = run.correction if run.correction in CORRECTIONS else "none"
-    momentum = run.momentum if run.momentum is not None else (0.0 if optimizer == "sgd" else 0.9)
+    correction = run.correction if run.correction in CORRECTIONS else None
+    momentum = float(run.momentum) if run.momentum is not None else None
     try:
-        return Hyper(lr=float(run.learning_rate), optimizer=optimizer,  # type: ignore[arg-type]
-                     momentum=float(momentum), k_ref=int(run.k_ref or 1),
-                     correction=correction,  # type: ignore[arg-type]
-                     stale_fraction=run.stale_fraction)  # fmt: skip
+        return Hyper.from_given(float(run.learning_rate), run.optimizer, momentum,
+                                int(run.k_ref) if run.k_ref else None, correction,
+                                run.stale_fraction)  # fmt: skip
     except ValueError as exc:
         log.info("run %s: no constrained fit (%s)", run.id, exc)
         return None

@@ -130,19 +130,19 @@ def _sampling(args: argparse.Namespace, key: str, series: Any, until: float | No
 
 def add_hyper_arguments(p: argparse.ArgumentParser) -> None:
     """The hyperparameters of the stability model other than --lr (shared with `stability`)."""
-    p.add_argument("--momentum", type=float, default=0.9, help="beta1 / momentum (0.9)")
+    # No argparse defaults: what is not given is filled in by `Hyper.from_given`, which names
+    # it in the fit's `constrained.hyperparameters.assumed` (as the worker does for a run).
+    p.add_argument("--momentum", type=float, help="beta1 / momentum (0.9; 0 with --optimizer sgd)")
     p.add_argument(
         "--k-ref",
         type=int,
-        default=1,
         dest="k_ref",
         help="optimizer steps per generation batch x num_iterations (1)",
     )
-    p.add_argument("--optimizer", choices=("adamw", "sgd"), default="adamw")
+    p.add_argument("--optimizer", choices=("adamw", "sgd"), help="(adamw)")
     p.add_argument(
         "--correction",
         choices=("none", "is", "is_clipped"),
-        default="none",
         help="importance correction of stale samples (none)",
     )
     p.add_argument(
@@ -160,14 +160,8 @@ def _hyper(args: argparse.Namespace) -> Any:
     from grposcope.dynamics.continuum import Hyper
 
     try:
-        return Hyper(
-            lr=args.lr,
-            optimizer=args.optimizer,
-            momentum=args.momentum,
-            k_ref=args.k_ref,
-            correction=args.correction,
-            stale_fraction=args.stale_fraction,
-        )
+        return Hyper.from_given(args.lr, args.optimizer, args.momentum, args.k_ref,
+                                args.correction, args.stale_fraction)  # fmt: skip
     except ValueError as exc:
         raise CliError(str(exc)) from None
 

@@ -65,6 +65,9 @@ class Hyper:
     k_ref: int = 1
     correction: Correction = "none"
     stale_fraction: float | None = None
+    # The settings the run did not give, taken at their defaults (the worker's `hyper_for`):
+    # a margin at an assumed K_ref = 1 is not the run's own, and the reader must be told.
+    assumed: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not (isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and self.lr > 0):
@@ -90,7 +93,33 @@ class Hyper:
             return float(self.stale_fraction)
         return DEFAULT_STALE_FRACTION[self.correction]
 
-    def to_json(self) -> dict[str, float | int | str]:
+    @classmethod
+    def from_given(
+        cls,
+        lr: float,
+        optimizer: str | None = None,
+        momentum: float | None = None,
+        k_ref: int | None = None,
+        correction: str | None = None,
+        stale_fraction: float | None = None,
+    ) -> Hyper:
+        """The settings a run or a command line gave, the rest at their defaults (AdamW, β1 0.9
+        or SGD without momentum, K_ref 1, no correction) and named in ``assumed``: the one
+        place both the worker and `grposcope fit`/`stability` fill them in."""
+        opt = optimizer or "adamw"
+        given = {"optimizer": optimizer, "momentum": momentum, "k_ref": k_ref,
+                 "correction": correction}  # fmt: skip
+        return cls(
+            lr=lr,
+            optimizer=opt,  # type: ignore[arg-type]
+            momentum=momentum if momentum is not None else (0.0 if opt == "sgd" else 0.9),
+            k_ref=k_ref or 1,
+            correction=correction or "none",  # type: ignore[arg-type]
+            stale_fraction=stale_fraction,
+            assumed=tuple(k for k, v in given.items() if v is None),
+        )
+
+    def to_json(self) -> dict[str, float | int | str | list[str]]:
         """The hyperparameters as the fit and what-if JSON report them (docs/api.md)."""
         return {
             "lr": self.lr,
@@ -98,6 +127,7 @@ class Hyper:
             "momentum": self.momentum,
             "k_ref": self.k_ref,
             "correction": self.correction,
+            "assumed": list(self.assumed),
         }
 
 

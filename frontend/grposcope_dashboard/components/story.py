@@ -29,6 +29,13 @@ def lag_sentence(cons: Mapping[str, Any]) -> str | None:
         return None
     hyper = cons.get("hyperparameters") or {}
     correction, k_ref = hyper.get("correction"), hyper.get("k_ref")
+    if "k_ref" in (hyper.get("assumed") or ()):
+        return (
+            "The run did not say how many optimizer steps reuse one batch of samples (K_ref), "
+            "so K_ref = 1 is assumed: nothing stale, no lag term, a large margin. If it reuses "
+            "them (steps_per_generation × num_iterations > 1, several epochs per rollout), "
+            "this margin is too optimistic: send k_ref with the run's hyperparameters."
+        )
     if k_ref == 1:
         return (
             "Samples are regenerated every step (K_ref = 1): nothing is stale, so the lag "
