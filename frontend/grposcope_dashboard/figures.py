@@ -115,17 +115,16 @@ def empty_figure(message: str, height: int = 300, wrap: int | None = None) -> go
 
 
 def fit_curves(
-    fit: Mapping[str, Any] | None,
-    bounds: tuple[float, float] | None = None,
-    x_max: float | None = None,
+    fit: Mapping[str, Any] | None, x_max: float | None = None
 ) -> dict[int, tuple[list, list]]:
     """The fitted trajectory (up to the fit's last step), the 80 % band and the forecast beyond,
     keyed by their trace index. Empty curves when there is no fit yet.
 
     The forecast is the fitted curve's own continuation: it starts at the fitted curve's last
-    point and both are drawn from the same mean. ``bounds`` (a bounded reward's range) clips the
-    curve and band, which can run past a 0/1 reward's edges; ``x_max`` (the run's ``max_steps``)
-    ends them where the run ends."""
+    point and both are drawn from the same mean. The values are the API's, not clipped here:
+    the core clips a rate's band to [0, 1] where it knows the metric is one (docs/api.md), and
+    a second rule here drew a different band from the one the API serves. ``x_max`` (the run's
+    ``max_steps``) ends them where the run ends."""
     out: dict[int, tuple[list, list]] = {
         i: ([], []) for i in (R_FIT, R_BAND_LO, R_BAND_HI, R_FORECAST)
     }
@@ -137,7 +136,6 @@ def fit_curves(
     if x_max is not None and math.isfinite(x_max):
         keep = sum(1 for s in steps if to_float(s) <= x_max)
         steps, mean, lo, hi = steps[:keep], mean[:keep], lo[:keep], hi[:keep]
-    mean, lo, hi = (clip(v, bounds) for v in (mean, lo, hi))
     last = to_float((fit or {}).get("step", (fit or {}).get("last_step")))
     cut = len(steps) if math.isnan(last) else sum(1 for s in steps if s <= last)
     if 0 < cut < len(steps) and steps[cut - 1] < last:
@@ -164,7 +162,8 @@ def _lerp(a: Any, b: Any, t: float) -> float | None:
 
 
 def clip(values: Sequence[Any], bounds: tuple[float, float] | None) -> list:
-    """Values held inside a bounded reward's range (gaps stay gaps)."""
+    """Values held inside a bounded reward's range (gaps stay gaps): for drawing a what-if
+    curve, a hypothetical the API does not bound, never for a value the API serves."""
     if bounds is None:
         return list(values)
     lo, hi = bounds
@@ -177,8 +176,9 @@ def clip(values: Sequence[Any], bounds: tuple[float, float] | None) -> list:
 
 def reward_bounds(values: Sequence[Any]) -> tuple[float, float] | None:
     """(0, 1) for a reward whose every logged value lies in [0, 1] (a success rate, the usual
-    GRPO accuracy reward): forecasts, bands and what-ifs are clipped to it. None otherwise, as
-    an unbounded reward's range isn't known from its values."""
+    GRPO accuracy reward): a what-if curve is drawn up to its edge, and the panel says so. None
+    otherwise, as an unbounded reward's range isn't known from its values. The fit's values
+    (plateau interval, band) are never clipped with it: they are the API's."""
     xs = [x for x in analysis.floats(values).tolist() if math.isfinite(x)]
     return (0.0, 1.0) if xs and min(xs) >= 0.0 and max(xs) <= 1.0 else None
 
@@ -244,18 +244,17 @@ def phase_shapes(fit: Mapping[str, Any] | None, x_range: tuple[float, float]) ->
 
 
 def plateau_shapes(
-    fit: Mapping[str, Any] | None,
-    x_range: tuple[float, float],
-    bounds: tuple[float, float] | None = None,
+    fit: Mapping[str, Any] | None, x_range: tuple[float, float]
 ) -> list[dict[str, Any]]:
     """The plateau line and its 80 % interval, over the plateau phase only where that phase
     starts inside the chart (across all three phases the interval lay on three shades at once
     and read as a patchwork, and the line read as the level the early run fell short of);
     across the whole chart where it starts beyond it or the fit gives no start, so that the
-    level the run is heading for is always drawn."""
+    level the run is heading for is always drawn. The interval is the API's (as in the runs table
+    and the summary above the chart)."""
     x0, x1 = x_range
     plateau = (fit or {}).get("plateau") or {}
-    value, lo, hi = clip([to_float(plateau.get(k)) for k in ("value", "lo", "hi")], bounds)
+    value, lo, hi = (to_float(plateau.get(k)) for k in ("value", "lo", "hi"))
     start = to_float(((fit or {}).get("phases") or {}).get("plateau_start"))
     inside = math.isfinite(start) and x0 < start < x1
     from_x = start if inside else x0
@@ -298,11 +297,10 @@ def fit_shapes(
     fit: Mapping[str, Any] | None,
     x_range: tuple[float, float],
     alerts: Sequence[Mapping[str, Any]] = (),
-    bounds: tuple[float, float] | None = None,
 ) -> list[dict[str, Any]]:
-    """Layout shapes: the three phases shaded and named, the plateau line with its interval
-    (clipped to a bounded reward's ``bounds``), a labelled line at each alert's opening step."""
-    shapes = phase_shapes(fit, x_range) + plateau_shapes(fit, x_range, bounds)
+    """Layout shapes: the three phases shaded and named, the plateau line with its interval,
+    a labelled line at each alert's opening step."""
+    shapes = phase_shapes(fit, x_range) + plateau_shapes(fit, x_range)
     for alert in shown_alerts(alerts):
         s = to_float(alert.get("opened_step"))
         if math.isfinite(s):
@@ -377,14 +375,12 @@ def reward_figure(
 ) -> go.Figure:
     """Observed points, smoothed line, fitted trajectory, forecast with its 80 % band, plateau
     with its interval and the phases; trace order is ``R_*`` whatever is missing. The x-axis
-    spans the run to ``max_steps`` when the run's config says it; a reward bounded to [0, 1]
-    keeps its curves inside that range."""
+    spans the run to ``max_steps`` when the run's config says it."""
     y = analysis.floats(values)
     w = window or analysis.smooth_window(len(y))
     smooth = analysis.centred_average(y, w) if len(y) else []
-    bounds = reward_bounds(values)
     end = to_float(max_steps)
-    curves = fit_curves(fit, bounds, end if math.isfinite(end) and end > 0 else None)
+    curves = fit_curves(fit, end if math.isfinite(end) and end > 0 else None)
     fig = go.Figure()
     fig.add_trace(
         go.Scatter(
@@ -455,7 +451,7 @@ def reward_figure(
         )
     )
     x_range = x_extent(steps, fit, max_steps)
-    fig.update_layout(shapes=fit_shapes(fit, x_range, alerts, bounds))
+    fig.update_layout(shapes=fit_shapes(fit, x_range, alerts))
     fig.update_xaxes(title_text="step")
     if math.isfinite(end) and end > 0:
         # A known length fixes the axis: the run is drawn against its planned end. Without
@@ -731,13 +727,10 @@ def iid_curve(p: Sequence[Any], group_size: int) -> list[float | None]:
 
 
 def forecast_evolution_figure(
-    fits: Sequence[Mapping[str, Any]],
-    final: float | None = None,
-    bounds: tuple[float, float] | None = None,
+    fits: Sequence[Mapping[str, Any]], final: float | None = None
 ) -> go.Figure:
-    """The plateau forecast (with its 80 % interval, inside a bounded reward's ``bounds``)
-    against the step the fit was made at; ``final`` (the finished run's late level) as a
-    reference line."""
+    """The plateau forecast (with its 80 % interval, as the API serves it) against the step
+    the fit was made at; ``final`` (the finished run's late level) as a reference line."""
     rows = [f for f in fits if isinstance(f.get("plateau"), Mapping)]
     if not rows:
         return empty_figure("No fits yet: the forecast history appears after the first refit.")
@@ -752,9 +745,9 @@ def forecast_evolution_figure(
             height=300,
         )
     x = [f["step"] for f in rows]
-    value = clip([to_float(f["plateau"].get("value")) for f in rows], bounds)
-    lo = clip([to_float(f["plateau"].get("lo")) for f in rows], bounds)
-    hi = clip([to_float(f["plateau"].get("hi")) for f in rows], bounds)
+    value = [to_float(f["plateau"].get("value")) for f in rows]
+    lo = [to_float(f["plateau"].get("lo")) for f in rows]
+    hi = [to_float(f["plateau"].get("hi")) for f in rows]
     fig = go.Figure()
     fig.add_trace(
         go.Scatter(

@@ -137,17 +137,18 @@ def ended(status: str | None) -> bool:
     return status in ENDED_STATUSES
 
 
-def to_plateau(value: Any, advised: bool, has_ended: bool = False) -> str:
+def to_plateau(value: Any, advised: bool, status: str | None) -> str:
     """Steps to the plateau as the fit reads them, except that "0" (there: stop) is shown only
     while ``plateau_reached`` is open (``advised``). The fitted curve alone flattens early: on the
     real-run corpus, of the fits at 20–30 % of a run that read 0, over half were followed by a
     gain of ≥ 0.5 run-σ; the alert also checks the recent slope, each reward component and the
     gain the forecast still expects, and no opening of it was followed by such a gain.
 
-    A finished or failed run (``has_ended``) reads '—': "73 steps to go" of a run that stopped
-    read as if it were still training."""
+    A finished or failed run (``status``, see :func:`ended`) reads '—': "73 steps to go" of a
+    run that stopped read as if it were still training. The status is required, so the runs
+    table and the run page, which both call this, cannot disagree about an ended run."""
     x = to_float(value)
-    if has_ended or not math.isfinite(x):
+    if ended(status) or not math.isfinite(x):
         return DASH
     return step(x) if x > 0 or advised else UNCONFIRMED
 

@@ -98,16 +98,23 @@ def test_never_logged_panels_are_left_out_and_named_once() -> None:
     assert "i.i.d. prediction at G = 4" in titles[0] and "share over" in titles[0]
 
 
-def test_reward_chart_spans_the_run_and_keeps_a_bounded_reward_in_range() -> None:
+def test_reward_chart_spans_the_run_and_draws_the_fit_the_api_serves() -> None:
+    """A reward logged inside [0, 1] is drawn with the band and plateau interval the API
+    serves: the core clips a rate's intervals (by its name and values); a second rule here,
+    by values alone, drew [0, 0.0389] where the API and the runs table said [−0.0384, 0.0389]."""
     fig = figures.reward_figure("reward", [1, 2, 3], [0.2, 0.5, 0.9], FIT, max_steps=80)
     assert list(fig.layout.xaxis.range) == [0, 80]  # max_steps, not the forecast's 100
     assert max(fig.data[figures.R_FORECAST].x) <= 80
-    assert max(v for v in fig.data[figures.R_BAND_HI].y if v is not None) <= 1.0  # hi 1.05
+    assert max(v for v in fig.data[figures.R_BAND_HI].y if v is not None) == pytest.approx(1.0)
     plateau = [s for s in fig.layout.shapes if s.name == "plateau interval"][0]
-    assert plateau.y1 <= 1.0 and plateau.x0 == 70  # over the plateau phase only
+    assert plateau.y1 == 1.1 and plateau.x0 == 70  # the API's hi; over the plateau phase only
     free = figures.reward_figure("reward", [1, 2, 3], [2.0, 5.0, 9.0], FIT)
     assert free.layout.xaxis.range is None  # unknown length: the axis follows the data
-    assert max(free.data[figures.R_BAND_HI].y) == pytest.approx(1.05)  # unbounded: kept
+    assert max(free.data[figures.R_BAND_HI].y) == pytest.approx(1.05)
+    low = {**FIT, "plateau": {"value": 2.65e-4, "lo": -0.0384, "hi": 0.0389}}
+    rate = figures.reward_figure("reward", [1, 2, 3], [0.0, 0.0, 0.0], low)
+    (rect,) = [s for s in rate.layout.shapes if s.name == "plateau interval"]
+    assert (rect.y0, rect.y1) == (-0.0384, 0.0389)
 
 
 def test_forecast_continues_the_fitted_curve_between_grid_points() -> None:
@@ -139,9 +146,9 @@ def test_forecast_evolution_empty_and_filled() -> None:
     assert "No fits yet" in empty.layout.annotations[0].text
     fits = [{"step": s, "plateau": {"value": 1.0, "lo": 0.9, "hi": 1.1}} for s in (10, 20)]
     assert len(figures.forecast_evolution_figure(fits, final=1.0).data) == 3
-    wide = [{"step": s, "plateau": {"value": 0.9, "lo": 0.2, "hi": 1.5}} for s in (10, 20)]
-    clipped = figures.forecast_evolution_figure(wide, None, (0.0, 1.0))
-    assert max(clipped.data[1].y) == 1.0  # a 0/1 reward's interval stops at 1
+    wide = [{"step": s, "plateau": {"value": 0.9, "lo": -0.2, "hi": 1.5}} for s in (10, 20)]
+    served = figures.forecast_evolution_figure(wide)
+    assert (min(served.data[0].y), max(served.data[1].y)) == (-0.2, 1.5)  # the API's interval
     one = figures.forecast_evolution_figure(fits[:1])  # an imported run: one snapshot
     assert not one.data and "One forecast so far" in one.layout.annotations[0].text
 

@@ -53,12 +53,12 @@ def test_a_run_that_blew_up_reads_unstable_whatever_the_earlier_fit_says():
                 "opened_step": 220, "evidence": {"margin_exact": -0.21}}  # fmt: skip
     panel = repr(run_panels.stability(fit, None, [critical]))
     assert "Unstable" in panel and "since step 220" in panel and "−0.21" in panel
-    cards = repr(run_panels.summary(fit, 0.1, [critical]))
+    cards = repr(run_panels.summary(fit, 0.1, [critical], "running"))
     assert "children='unstable'" in cards and "children='overdamped'" not in cards
     assert "−0.21" in cards and "+0.73" not in cards  # the alert's margin, as the panel says
     assert "Far from the stability edge" not in panel  # the fit's +0.73 is not the verdict
     silent = {**critical, "evidence": {"non_finite": {"step": 230}}}  # no margin in evidence
-    cards = repr(run_panels.summary(fit, 0.1, [silent]))
+    cards = repr(run_panels.summary(fit, 0.1, [silent], "running"))
     assert "past the edge" in cards and "unstable since step 220" in cards
     predicted = {**critical, "evidence": {"margin_exact": -1.94, "predicted": True}}
     ahead = repr(run_panels.stability(fit, None, [predicted]))
@@ -69,10 +69,7 @@ def test_a_run_that_blew_up_reads_unstable_whatever_the_earlier_fit_says():
     wrecked = {**critical, "evidence": {"margin_exact": 0.09, "predicted": True,
                                         "collapse": {"fall": 0.5}}}  # fmt: skip
     assert "+0.09" not in repr(run_panels.stability({}, None, [wrecked]))
-    assert "+0.09" not in repr(run_panels.summary({}, 0.5, [wrecked]))
-    bounded = repr(run_panels.summary({"plateau": {"value": 0.9, "lo": 0.7, "hi": 1.3}}, 0.8,
-                                      (), (0.0, 1.0)))  # fmt: skip
-    assert "0.9 [0.7, 1]" in bounded  # a 0/1 reward's interval stays inside [0, 1]
+    assert "+0.09" not in repr(run_panels.summary({}, 0.5, [wrecked], "running"))
     resolved = {**critical, "state": "resolved"}
     assert "Unstable" not in repr(run_panels.stability(fit, None, [resolved]))
     warning = {**critical, "severity": "warning"}
@@ -86,7 +83,7 @@ def test_an_instability_warned_of_before_it_turned_critical_reads_critical_from_
                                              "severity_since_step": 139}}  # fmt: skip
     panel = repr(run_panels.stability({}, None, [alert]))
     assert "since step 139 (warned from step 86)" in panel and "since step 86" not in panel
-    cards = repr(run_panels.summary({}, 0.1, [alert]))
+    cards = repr(run_panels.summary({}, 0.1, [alert], "running"))
     assert "unstable since step 139" in cards
 
 
@@ -138,13 +135,13 @@ def test_zero_steps_to_plateau_is_advice_only_while_plateau_reached_is_open():
 
     fit = {"steps_to_plateau": 0.0, "compute": {"wasted_so_far": 140.0}}
     plateau = {"kind": "plateau_reached", "severity": "info", "state": "open", "opened_step": 300}
-    unconfirmed = repr(run_panels.summary(fit, 0.5, []))
+    unconfirmed = repr(run_panels.summary(fit, 0.5, [], "running"))
     assert "not confirmed" in unconfirmed and "steps past it" not in unconfirmed
-    advised = repr(run_panels.summary(fit, 0.5, [plateau]))
+    advised = repr(run_panels.summary(fit, 0.5, [plateau], "running"))
     assert "children='0'" in advised and "140 steps past it" in advised
-    resolved = repr(run_panels.summary(fit, 0.5, [{**plateau, "state": "resolved"}]))
+    resolved = repr(run_panels.summary(fit, 0.5, [{**plateau, "state": "resolved"}], None))
     assert "not confirmed" in resolved
-    rising = repr(run_panels.summary({"steps_to_plateau": 120.0}, 0.5, []))
+    rising = repr(run_panels.summary({"steps_to_plateau": 120.0}, 0.5, [], "running"))
     assert "children='120'" in rising  # steps still to climb need no confirmation
 
     item = {"id": 1, "name": "r", "open_alerts": 1, "fit": {"steps_to_plateau": 0.0}}
@@ -164,7 +161,7 @@ def test_a_regime_the_data_do_not_determine_says_so():
     assert "Not determined" in line and "0.41–1.32" in line
     determined = {**vague, "regime_determined": True, "regime_undetermined_by": None}
     assert "Not determined" not in repr(story.regime_line(determined))
-    assert "children='oscillatory?'" in repr(run_panels.summary(vague, 0.5, []))
+    assert "children='oscillatory?'" in repr(run_panels.summary(vague, 0.5, [], "running"))
     item = {"id": 1, "name": "r", "open_alerts": 0}
     assert run_row({**item, "fit": vague})["regime"] == "oscillatory?"
     assert run_row({**item, "fit": {"regime": "overdamped"}})["regime"] == "overdamped"
@@ -182,8 +179,48 @@ def test_steps_to_plateau_of_an_ended_run_is_a_dash():
         assert run_row({**item, "status": status})["to_plateau"] == fmt.DASH
         advised = {**item, "status": status, "open_alert_kinds": ["plateau_reached"]}
         assert run_row(advised)["to_plateau"] == fmt.DASH
-    assert fmt.to_plateau(0.0, False) == "not confirmed"  # a running run: unchanged
-    assert fmt.to_plateau(0.0, True, has_ended=True) == fmt.DASH
+    assert fmt.to_plateau(0.0, False, "running") == "not confirmed"  # a running run: unchanged
+    assert fmt.to_plateau(0.0, True, "finished") == fmt.DASH
+
+
+def test_the_run_page_reads_steps_to_plateau_as_the_runs_table_does():
+    """An ended run has no steps left to count: the runs table said "—" while the run page
+    said "0 / 176 steps past it", "60" or "not confirmed" for the same finished run."""
+    from grposcope_dashboard.components.run_rows import run_row
+
+    plateau = {"kind": "plateau_reached", "severity": "info", "state": "open", "opened_step": 24}
+    cases = [  # (fit, open alerts): advised with steps past it, steps still to go, unconfirmed
+        ({"steps_to_plateau": 0.0, "compute": {"wasted_so_far": 176.0}}, [plateau]),
+        ({"steps_to_plateau": 60.4}, []),
+        ({"steps_to_plateau": 0.0}, []),
+    ]
+    for status in ("running", "stalled", "finished", "failed"):
+        for fit, alerts in cases:
+            item = {"id": 1, "name": "r", "status": status, "fit": fit,
+                    "open_alert_kinds": [a["kind"] for a in alerts]}  # fmt: skip
+            table = run_row(item)["to_plateau"]
+            cards = run_panels.summary(fit, 0.5, alerts, status)
+            card = cards[2].children  # the "Steps to plateau" stat
+            assert f"children='{table}'" in repr(card), (status, fit)
+            if status in ("finished", "failed"):
+                assert table == "—" and "steps past it" not in repr(card)
+    running = run_panels.summary(cases[0][0], 0.5, [plateau], "running")
+    assert "176 steps past it" in repr(running[2])  # advice to stop while it can still stop
+
+
+def test_the_plateau_interval_is_the_one_the_api_serves():
+    """The run page clipped the interval of a reward logged inside [0, 1] (by its values) where
+    the API, and the runs table, served it unclipped (the core clips by the metric's name)."""
+    from grposcope_dashboard.components.run_rows import run_row
+
+    fit = {"plateau": {"value": 2.65e-4, "lo": -0.0384, "hi": 0.0389}}
+    card = repr(run_panels.summary(fit, 0.0, [], "finished")[1])
+    flat = {"plateau": 2.65e-4, "plateau_lo": -0.0384, "plateau_hi": 0.0389}
+    shown = run_row({"id": 1, "name": "r", "fit": flat})["plateau"]
+    assert shown == "2.65e-04 [−0.0384, 0.0389]" and f"children='{shown}'" in card
+    scored = {"items": [{"fraction": 0.2, "made_at_step": 40, "predicted": 0.3, "lo": -0.1,
+                         "hi": 1.2, "actual": 0.0, "covered": True}]}  # fmt: skip
+    assert "0.3 [−0.1, 1.2]" in repr(run_panels.accuracy(scored))
 
 
 def test_a_margin_beside_an_open_instability_alert_says_so():

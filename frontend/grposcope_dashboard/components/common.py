@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import dash_bootstrap_components as dbc
@@ -84,11 +85,48 @@ def error_box(exc: Exception) -> dbc.Alert:
     return dbc.Alert(f"The server answered: {exc}", color="danger")
 
 
+def left_out_note(text: str, id_: str) -> dbc.Alert:
+    """What a page left out and why, said at the top: a comparison that shows fewer runs (or
+    lines) than it was asked for says so rather than leaving the reader to count."""
+    return dbc.Alert(text, color="warning", id=id_, className="py-2")
+
+
 def missing_note(ids: list[int]) -> dbc.Alert | None:
     """A shared link can name runs that were deleted or never existed: say so rather than
     compare fewer runs than the link asked for without a word."""
     if not ids:
         return None
     which = ", ".join(str(i) for i in ids)
-    return dbc.Alert(f"No run {which}: left out of the comparison.", color="warning",
-                     id="cmp-missing", className="py-2")  # fmt: skip
+    return left_out_note(f"No run {which}: left out of the comparison.", "cmp-missing")
+
+
+def capped(ids: Sequence[int], limit: int) -> tuple[list[int], list[int]]:
+    """(shown, left out): each id once, in the order given (``runs=1,1,1`` is one run), and
+    the first ``limit`` of them shown."""
+    unique = list(dict.fromkeys(ids))
+    return unique[:limit], unique[limit:]
+
+
+def over_limit_note(
+    shown: Sequence[int], left_out: Sequence[int], asked_by: str, id_: str
+) -> dbc.Alert | None:
+    """'Showing the first 20 of the 31 runs the link names …', naming the ids left out."""
+    if not left_out:
+        return None
+    total, which = len(shown) + len(left_out), ", ".join(str(i) for i in left_out)
+    return left_out_note(
+        f"Showing the first {len(shown)} of the {total} runs {asked_by}: a comparison holds "
+        f"at most {len(shown)}. Left out: run{'s' if len(left_out) > 1 else ''} {which}.",
+        id_,
+    )
+
+
+def lacking_note(labels: Sequence[str], metric: str | None) -> dbc.Alert | None:
+    """Runs with no points of the overlaid series (a key only some runs log): named, not left
+    out of the overlay without a word."""
+    if not labels:
+        return None
+    return left_out_note(
+        f"No {metric or 'reward'} logged by {', '.join(labels)}: not in the overlay.",
+        "cmp-lacking",
+    )

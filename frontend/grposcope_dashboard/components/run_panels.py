@@ -13,7 +13,6 @@ from dash import html
 from grposcope_dashboard.analysis import flatten
 from grposcope_dashboard.components import evidence, story
 from grposcope_dashboard.components.common import stat, tip
-from grposcope_dashboard.figures import clip
 from grposcope_dashboard.formatting import (
     DASH,
     PLATEAU_ALERT,
@@ -61,11 +60,13 @@ def header(run: Mapping[str, Any]) -> html.Div:
 def summary(
     fit: Mapping[str, Any] | None,
     latest: Any,
-    alerts: Sequence[Mapping[str, Any]] = (),
-    bounds: tuple[float, float] | None = None,
+    alerts: Sequence[Mapping[str, Any]],
+    status: str | None,
 ) -> list[dbc.Col]:
     """The row of headline numbers: now, where it is heading, when, and how stable; a run
-    with a critical instability alert open reads "unstable", not the earlier curve's regime."""
+    with a critical instability alert open reads "unstable", not the earlier curve's regime.
+    The plateau interval is the fit's as the API serves it (the core clips a rate's to
+    [0, 1]); steps to plateau read as in the runs table, '—' once the run has ended."""
     fit = fit or {}
     unstable = story.unstable_episode(alerts)
     # the margin the open critical alert was raised on, where it has one: the latest fit of
@@ -77,16 +78,18 @@ def summary(
     compute = fit.get("compute") or {}
     wasted = compute.get("wasted_steps", compute.get("wasted_so_far"))
     advised = bool(story.in_force(alerts, PLATEAU_ALERT))
+    to_go = to_plateau(fit.get("steps_to_plateau"), advised, status)
     cards = [
         stat("Reward now", num(latest)),
         stat(
             tip("Plateau [80 %]", "plateau"),
-            interval(*clip([plateau.get(k) for k in ("value", "lo", "hi")], bounds)),
+            interval(plateau.get("value"), plateau.get("lo"), plateau.get("hi")),
         ),
         stat(
             tip("Steps to plateau", "steps_to_plateau"),
-            to_plateau(fit.get("steps_to_plateau"), advised),
-            sub=f"{step(wasted)} steps past it" if wasted and advised else None,
+            to_go,
+            # "N steps past it" is the advice to stop that "0" gives: none once the run ended
+            sub=f"{step(wasted)} steps past it" if wasted and advised and to_go != DASH else None,
         ),
         stat(
             tip("Regime", "regime"),
@@ -401,9 +404,10 @@ def hyper_table(run: Mapping[str, Any]) -> html.Div:
     )
 
 
-def accuracy(payload: Any, bounds: tuple[float, float] | None = None) -> html.Div:
+def accuracy(payload: Any) -> html.Div:
     """Forecasts made at 20/40/60 % of the run, scored against the final level it reached,
-    beside the naive forecast "the recent level stays" (the bar a forecast must beat)."""
+    beside the naive forecast "the recent level stays" (the bar a forecast must beat); each
+    interval as the API serves it, so "inside?" (the API's) agrees with what is shown."""
     if not isinstance(payload, Mapping):
         return html.P("Scored once the run is finished.", className="text-muted")
     items = [i for i in payload.get("items") or [] if isinstance(i, Mapping)]
@@ -434,7 +438,7 @@ def accuracy(payload: Any, bounds: tuple[float, float] | None = None) -> html.Di
                     html.Td(
                         f"{to_float(i.get('fraction')):.0%} · step {step(i.get('made_at_step'))}"
                     ),
-                    html.Td(interval(*clip([i.get(k) for k in ("predicted", "lo", "hi")], bounds))),
+                    html.Td(interval(i.get("predicted"), i.get("lo"), i.get("hi"))),
                     html.Td(num(i.get("actual"))),
                     html.Td(num(i.get("error"))),
                     html.Td(num(i.get("naive_error"))),

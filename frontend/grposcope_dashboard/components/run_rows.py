@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from grposcope_dashboard.formatting import (
     DASH,
     PLATEAU_ALERT,
-    ended,
     interval,
     num,
     regime_name,
@@ -31,6 +31,21 @@ COLUMNS = [
     ("margin", "Margin exact / cont.", "markdown"),
     ("alerts", "Open alerts", "text"),
 ]
+
+# The number each numeric column sorts by, kept in the row beside the text it is shown as:
+# the table sorts in `sort_rows` (sort_action="custom"), since DataTable's own sort compares the
+# cells' values and the text ("2,000", "−0.5", "2.65e-04", "0.8 [0.7, 0.9]") sorted as text.
+# Dash's numeric columns would sort numbers, but their d3 format can't write the plateau's
+# interval, "—", "not confirmed" or the margin's link. "run" sorts by the name, not the link.
+SORT_KEYS = {
+    "run": "name",
+    "last_step": "last_step_value",
+    "reward": "reward_value",
+    "plateau": "plateau_value",
+    "to_plateau": "to_plateau_value",
+    "margin": "margin_value",
+    "alerts": "alerts_value",
+}
 
 # Columns whose text may wrap, with a width cap in px: a 70-character run name kept the table
 # 1,700 px wide. The numbers stay on one line each.
@@ -82,25 +97,63 @@ def run_row(item: dict[str, Any]) -> dict[str, Any]:
     fit = item.get("fit") or {}
     latest = item.get("latest") or {}
     kinds = item.get("open_alert_kinds") or ()
+    reward = latest.get("value", latest.get("reward"))
+    to_go = to_plateau(fit.get("steps_to_plateau"), PLATEAU_ALERT in kinds, item.get("status"))
+    # "not confirmed" is a fitted 0 the alert has not confirmed: it sorts with the 0s
+    steps_left = None if to_go == DASH else max(to_float(fit.get("steps_to_plateau")), 0.0)
     return {
         "id": item["id"],
+        "name": item["name"],
         "run": f"[{_md_escape(item['name'])}](/runs/{item['id']})",
         "team": item.get("team", ""),
         "project": item.get("project", ""),
         "where": f"{item.get('team', '')} / {item.get('project', '')}",
         "status": item.get("status", ""),
         "last_step": step(item.get("last_step")),
-        "reward": num(latest.get("value", latest.get("reward"))),
+        "last_step_value": _key(item.get("last_step")),
+        "reward": num(reward),
+        "reward_value": _key(reward),
         "plateau": interval(fit.get("plateau"), fit.get("plateau_lo"), fit.get("plateau_hi")),
-        "to_plateau": to_plateau(
-            fit.get("steps_to_plateau"), PLATEAU_ALERT in kinds, ended(item.get("status"))
-        ),
+        "plateau_value": _key(fit.get("plateau")),
+        "to_plateau": to_go,
+        "to_plateau_value": steps_left,
         "regime": regime_name(fit.get("regime"), fit.get("regime_determined")),
         "margin": margin_cell(fit, item["id"], INSTABILITY in kinds),
-        "margin_value": to_float(fit.get("margin_exact", fit.get("margin_continuum"))),
+        "margin_value": _key(fit.get("margin_exact", fit.get("margin_continuum"))),
         "instability": "1" if INSTABILITY in kinds else "",
         "alerts": str(item.get("open_alerts", 0)),
+        "alerts_value": _key(item.get("open_alerts", 0)),
     }
+
+
+def sort_rows(rows: list[dict[str, Any]], sort_by: list[dict[str, str]] | None) -> list:
+    """``rows`` in the order the table's ``sort_by`` asks (its first entry first): numbers by
+    value (SORT_KEYS), text by its words ignoring case; a cell with nothing to sort by ("—",
+    a missing number) goes last in either direction, as DataTable's own sort puts its nulls.
+    Rows that tie keep the API's order (by activity)."""
+    out = list(rows)
+    for spec in reversed(sort_by or []):
+        column = spec["column_id"]
+        key = SORT_KEYS.get(column, column)
+        present = [r for r in out if _sortable(r.get(key))]
+        absent = [r for r in out if not _sortable(r.get(key))]
+        present.sort(key=lambda r: _comparable(r[key]), reverse=spec["direction"] == "desc")
+        out = present + absent
+    return out
+
+
+def _key(value: Any) -> float | None:
+    """An API number as a sort key: None where it is missing or not a number (NaN)."""
+    x = to_float(value)
+    return None if math.isnan(x) else x
+
+
+def _sortable(value: Any) -> bool:
+    return value is not None and value not in ("", DASH)
+
+
+def _comparable(value: Any) -> Any:
+    return value.casefold() if isinstance(value, str) else value
 
 
 def margin_cell(fit: dict[str, Any], run_id: int, unstable: bool) -> str:

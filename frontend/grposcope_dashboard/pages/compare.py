@@ -13,11 +13,17 @@ from grposcope_dashboard import api_client
 from grposcope_dashboard import figures_compare as fc
 from grposcope_dashboard.analysis import config_diff, config_partial
 from grposcope_dashboard.api_client import ApiError
-from grposcope_dashboard.components.common import error_box, missing_note
+from grposcope_dashboard.components.common import (
+    capped,
+    error_box,
+    lacking_note,
+    missing_note,
+    over_limit_note,
+)
 from grposcope_dashboard.figures import empty_figure
 from grposcope_dashboard.pages.runs import FONT
 
-MAX_RUNS = 20
+MAX_RUNS = 20  # runs overlaid at once: the first ones picked, the rest named in a note
 LOAD_THREADS = 8  # concurrent API reads when loading the runs to compare
 GRAPH_CONFIG = {"displaylogo": False}
 TABLE_STYLE = {
@@ -46,10 +52,13 @@ def layout(
     options = [
         {"label": f"{r['team']} / {r['project']} / {r['name']}", "value": r["id"]} for r in items
     ]
-    asked = [int(x) for x in (runs or "").split(",") if x.strip().isdigit()]
+    asked = list(dict.fromkeys(int(x) for x in (runs or "").split(",") if x.strip().isdigit()))
     known = {r["id"] for r in items}
-    chosen = [i for i in asked if i in known]
-    missing = missing_note([i for i in asked if i not in known])
+    chosen, left_out = capped([i for i in asked if i in known], MAX_RUNS)
+    notes = [
+        missing_note([i for i in asked if i not in known]),
+        over_limit_note(chosen, left_out, "the link names", "cmp-over"),
+    ]
     picker = dbc.Row(
         [
             dbc.Col(
@@ -87,8 +96,9 @@ def layout(
     return html.Div(
         [
             html.H4("Compare runs"),
-            *([missing] if missing else []),
+            *[n for n in notes if n],
             picker,
+            html.Div(id="cmp-notes"),
             _card("Overlay", dcc.Loading(dcc.Graph(id="cmp-overlay", config=GRAPH_CONFIG))),
             _card("Fitted parameters", html.Div(id="cmp-params")),
             _card("Config — only what differs", html.Div(id="cmp-diff")),
@@ -135,9 +145,9 @@ def load_runs(
     """Each run's detail, fit, reward series and the ``metric`` series if asked (both
     downsampled by the server, one request), in the order asked. The runs are read
     concurrently: three requests per run, one after the other for 20 runs, were most of the
-    page's open time."""
+    page's open time. The caller caps ``run_ids`` (:func:`capped`) and says what it left out."""
     with ThreadPoolExecutor(max_workers=LOAD_THREADS) as pool:
-        return list(pool.map(lambda run_id: _load_run(api, run_id, metric), run_ids[:MAX_RUNS]))
+        return list(pool.map(lambda run_id: _load_run(api, run_id, metric), run_ids))
 
 
 def _load_run(api: api_client.Api, run_id: int, metric: str | None) -> dict[str, Any]:
@@ -196,16 +206,24 @@ def diff_view(runs: list[dict[str, Any]]) -> Any:
     Output("cmp-scaling", "figure"),
     Output("cmp-scaling-note", "children"),
     Output("cmp-metric", "options"),
+    Output("cmp-notes", "children"),
+    Output("cmp-runs", "value"),
     Input("cmp-runs", "value"),
     Input("cmp-mode", "value"),
     Input("cmp-metric", "value"),
 )
 def update(run_ids: list[int] | None, mode: str, metric: str | None) -> tuple:
+    """Everything below the picker. Runs picked past MAX_RUNS are taken off the picker again
+    (this callback's own input: Dash does not call it back for that) and named in a note, so
+    the picker never holds more runs than the page shows."""
     if not run_ids:
         blank = empty_figure("Pick runs above: any team's runs can be compared.", height=260)
-        return (fc.overlay_figure([], mode), None, None, blank, blank, None, [])
+        return (fc.overlay_figure([], mode), None, None, blank, blank, None, [], None, no_update)
+    shown, left_out = capped(run_ids, MAX_RUNS)
+    notes = [over_limit_note(shown, left_out, "picked", "cmp-over-picked")]
+    picker = shown if shown != run_ids else no_update
     try:
-        runs = load_runs(api_client.client(), run_ids, metric)
+        runs = load_runs(api_client.client(), shown, metric)
     except ApiError as exc:
         return (
             empty_figure(str(exc)),
@@ -215,6 +233,8 @@ def update(run_ids: list[int] | None, mode: str, metric: str | None) -> tuple:
             empty_figure(""),
             None,
             no_update,
+            notes,
+            picker,
         )
     params = fc.parameter_rows(runs)
     scaling_fig, law = fc.scaling_figure(fc.scaling_points(runs))
@@ -225,15 +245,21 @@ def update(run_ids: list[int] | None, mode: str, metric: str | None) -> tuple:
             f"empirical size law). Since τ ∝ 1/K, the curvature scales as "
             f"K ∝ N^{-law['alpha']:.2f}."
         )
-    curves = [{"label": r["label"], **r["metric"]} for r in runs]
+    curves = [{"label": r["label"], **r["metric"]} for r in runs if r["metric"]["steps"]]
+    notes.append(lacking_note([r["label"] for r in runs if not r["metric"]["steps"]], metric))
+    overlay = fc.overlay_figure(curves, mode, metric or "reward")
+    if not curves:
+        overlay = empty_figure(f"None of these runs logged {metric or 'a reward'}.", height=420)
     return (
-        fc.overlay_figure(curves, mode, metric or "reward"),
+        overlay,
         _table("cmp-params-table", params),
         diff_view(runs),
         fc.group_size_figure(runs),
         scaling_fig,
         note,
         metric_options(runs),
+        [n for n in notes if n],
+        picker,
     )
 
 

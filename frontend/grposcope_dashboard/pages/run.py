@@ -24,6 +24,7 @@ from grposcope_dashboard import analysis, api_client, figures
 from grposcope_dashboard.api_client import ApiError
 from grposcope_dashboard.components import run_panels as panels
 from grposcope_dashboard.components.common import error_box, tip
+from grposcope_dashboard.formatting import ended
 from grposcope_dashboard.pages import (
     run_data,
     run_slow,  # noqa: F401  (registers the slow callbacks)
@@ -66,12 +67,7 @@ def layout(run_id: str | None = None, **_: str) -> html.Div:
             dcc.Interval(id="run-slow-tick", interval=run_slow.SLOW_MS),
             panels.header(run),
             dbc.Row(
-                panels.summary(
-                    fit,
-                    built["latest"],
-                    run.get("alerts") or [],
-                    figures.stored_bounds(built["state"]["bounds"]),
-                ),
+                panels.summary(fit, built["latest"], run.get("alerts") or [], run.get("status")),
                 id="run-summary",
                 className="g-2 mb-3",
             ),
@@ -102,7 +98,7 @@ def layout(run_id: str | None = None, **_: str) -> html.Div:
                         lg=6,
                     ),
                     dbc.Col(
-                        _history_card(api, run, figures.stored_bounds(built["state"]["bounds"])),
+                        _history_card(api, run),
                         lg=6,
                     ),
                 ],
@@ -180,22 +176,18 @@ def _stability_card(run: dict[str, Any], fit: dict[str, Any] | None) -> dbc.Card
     return _card("Stability", body)
 
 
-def _history_card(
-    api: api_client.Api, run: dict[str, Any], bounds: tuple[float, float] | None
-) -> dbc.Card:
+def _history_card(api: api_client.Api, run: dict[str, Any]) -> dbc.Card:
     scored = None
-    if run.get("status") in ("finished", "failed"):
+    if ended(run.get("status")):
         scored = api.forecast_accuracy(run["id"])
-    figure = figures.forecast_evolution_figure(
-        api.fits(run["id"]), panels.final_level(scored), bounds
-    )
+    figure = figures.forecast_evolution_figure(api.fits(run["id"]), panels.final_level(scored))
     evolution = dcc.Graph(id="run-evolution", figure=figure, config=GRAPH_CONFIG)
     return _card(
         "How the plateau forecast evolved",
         [
             evolution,
             html.H6("Forecast accuracy", className="mt-2"),
-            html.Div(panels.accuracy(scored, bounds), id="run-accuracy-box"),
+            html.Div(panels.accuracy(scored), id="run-accuracy-box"),
         ],
     )
 

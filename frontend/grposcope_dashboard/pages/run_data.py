@@ -68,7 +68,7 @@ def build_reward(api: Api, run: dict[str, Any]) -> dict[str, Any]:
         "fit_step": (fit or {}).get("step"),
         "latest": latest,
         "max_steps": max_steps,
-        "bounds": figures.reward_bounds(reward["values"]),
+        "bounds": figures.reward_bounds(reward["values"]),  # what-if drawing only
     }
     xy = {"steps": list(reward["steps"]), "smooth": [round(v, 6) for v in smooth.tolist()]}
     return {"fig": fig, "fit": fit, "state": state, "xy": xy, "latest": latest}

@@ -11,7 +11,13 @@ from dash import Input, Output, callback, dash_table, dcc, html
 from grposcope_dashboard import api_client
 from grposcope_dashboard.api_client import ApiError
 from grposcope_dashboard.components.common import error_box, no_runs_yet
-from grposcope_dashboard.components.run_rows import COLUMNS, HEADER_TIPS, column_widths, run_row
+from grposcope_dashboard.components.run_rows import (
+    COLUMNS,
+    HEADER_TIPS,
+    column_widths,
+    run_row,
+    sort_rows,
+)
 
 REFRESH_MS = 2000
 FONT = 'system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif'
@@ -41,7 +47,9 @@ def layout(team: str | None = None, project: str | None = None, **_: str) -> htm
         columns=[{"id": c, "name": n, "presentation": p} for c, n, p in COLUMNS],
         data=[],
         markdown_options={"link_target": "_self"},
-        sort_action="native",
+        # custom: `refresh` sorts by each column's number, not its text (run_rows.SORT_KEYS)
+        sort_action="custom",
+        sort_by=[],
         page_size=50,
         tooltip_header=HEADER_TIPS,
         tooltip_delay=200,
@@ -136,6 +144,7 @@ def _conditional_styles() -> list[dict[str, Any]]:
     Input("runs-status", "value"),
     Input("runs-alert", "value"),
     Input("runs-q", "value"),
+    Input("runs-table", "sort_by"),
 )
 def refresh(
     _: int | None,
@@ -144,15 +153,17 @@ def refresh(
     status: str | None,
     alert: str | None,
     q: str | None,
+    sort_by: list[dict[str, str]] | None,
 ) -> tuple:
-    """The whole list each tick: it is small (one row per run) and sorted by activity."""
+    """The whole list each tick: it is small (one row per run) and sorted by activity, or
+    by the column the user clicked."""
     try:
         page = api_client.client().runs(
             team=team, project=project, status=status, alert=alert, q=q, limit=500
         )
     except ApiError as exc:
         return [], "", error_box(exc)
-    rows = [run_row(item) for item in page["items"]]
+    rows = sort_rows([run_row(item) for item in page["items"]], sort_by)
     filtered = any((team, project, status, alert, q))
     empty = None
     if not rows:
