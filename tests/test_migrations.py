@@ -152,3 +152,52 @@ def test_downgrades_that_drop_a_column_of_runs_keep_every_runs_data(api, db_url)
         assert counts() == before
     finally:
         engine.dispose()
+
+
+def test_next_attempt_migration_up_down_up(fresh_url):
+    """0008 adds webhook_deliveries.next_attempt_at (NULL: due now, what every pending row
+    already is); down to 0007 drops it and keeps the rows; up again."""
+    from datetime import datetime, timezone
+
+    import sqlalchemy as sa
+    from alembic import command
+
+    from grposcope.db import alembic_config
+
+    cfg = alembic_config(fresh_url)
+    command.upgrade(cfg, "0007")
+    engine = make_engine(fresh_url)
+    now = datetime.now(timezone.utc)
+    with engine.begin() as conn:
+        conn.execute(sa.text("INSERT INTO teams (id, name, created_at) VALUES (1, 't', :now)"),
+                     {"now": now})  # fmt: skip
+        conn.execute(sa.text(
+            "INSERT INTO webhooks (id, team_id, url, secret, format, min_severity, enabled, "
+            "created_at) VALUES (1, 1, 'https://x', 's', 'json', 'info', TRUE, :now)"),
+            {"now": now})  # fmt: skip
+        conn.execute(
+            sa.text(
+                "INSERT INTO webhook_deliveries (id, webhook_id, event, status, attempts, payload, "
+                "created_at) VALUES (1, 1, 'opened', 'pending', 0, '{}', :now)"
+            ),
+            {"now": now},
+        )
+
+    def columns():
+        return {c["name"] for c in sa.inspect(engine).get_columns("webhook_deliveries")}
+
+    try:
+        for _ in range(2):
+            command.upgrade(cfg, "head")
+            assert "next_attempt_at" in columns()
+            with engine.connect() as conn:
+                row = conn.execute(sa.text("SELECT status, next_attempt_at FROM "
+                                           "webhook_deliveries")).one()  # fmt: skip
+            assert tuple(row) == ("pending", None)
+            command.downgrade(cfg, "0007")
+            assert "next_attempt_at" not in columns()
+            with engine.connect() as conn:
+                assert conn.scalar(sa.text("SELECT count(*) FROM webhook_deliveries")) == 1
+        command.upgrade(cfg, "head")
+    finally:
+        engine.dispose()

@@ -24,6 +24,12 @@ The variables (documented for users in docs/configuration.md):
 - GRPOSCOPE_DASHBOARD: serve the dashboard at ``/`` beside the API (true).
 - GRPOSCOPE_TOKEN_CACHE_S: how long a process keeps a token's principal (10 s; 0: off); a
   revoked token keeps working at most this long in other processes.
+- GRPOSCOPE_DASHBOARD_URL: where people open the dashboard, for the run links in webhooks
+  (default: the public URL, which serves the dashboard unless ``serve`` runs without it).
+- GRPOSCOPE_WEBHOOK_BACKOFF_S, GRPOSCOPE_WEBHOOK_BACKOFF_MAX_S, GRPOSCOPE_WEBHOOK_RETRY_S: the
+  webhook retry schedule: the first wait after a failed attempt (5 s), doubling up to the cap
+  (300 s), for as long as the waits add up to less than the retry span (900 s; 0: one attempt
+  only). ``alerts/delivery.py``'s ``RetrySchedule``.
 """
 
 from __future__ import annotations
@@ -58,6 +64,14 @@ class Settings(BaseSettings):
     retention_days: float | None = Field(None, gt=0, description="Retire old partitions.")
     retention_action: Literal["detach", "drop"] = "detach"
     admin_token: str | None = Field(None, min_length=16, description="Admin token to install.")
+    dashboard_url: str | None = Field(
+        None, description="The dashboard's base URL, for links to run pages (default: base_url)."
+    )
+    webhook_backoff_s: float = Field(5.0, gt=0, description="First wait before a webhook retry.")
+    webhook_backoff_max_s: float = Field(300.0, gt=0, description="Longest wait between retries.")
+    webhook_retry_s: float = Field(
+        900.0, ge=0, description="Webhook retries stop once their waits add up to this (0: none)."
+    )
 
     @field_validator("database_url")
     @classmethod
@@ -80,6 +94,12 @@ class Settings(BaseSettings):
             return self.public_url.rstrip("/")
         host = "127.0.0.1" if self.host in ("0.0.0.0", "::") else self.host
         return f"http://{host}:{self.port}"
+
+    @property
+    def dashboard_base_url(self) -> str:
+        """Where the dashboard's pages are (``/runs/{id}``, …): GRPOSCOPE_DASHBOARD_URL, else
+        the public URL, where ``serve`` mounts the dashboard by default."""
+        return self.dashboard_url.rstrip("/") if self.dashboard_url else self.base_url
 
     @property
     def is_sqlite(self) -> bool:

@@ -262,3 +262,6 @@ class WebhookDelivery(Base):
     # When a worker last claimed it (pending → sending): the lease after which a worker that
     # died mid-send loses it, and what the per-webhook rate limit counts.
     claimed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # A pending delivery whose last attempt failed waits until then for the next one (NULL:
+    # due now). Stored, so a restarted worker keeps the retry schedule (alerts/delivery.py).
+    next_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

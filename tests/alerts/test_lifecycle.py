@@ -26,7 +26,8 @@ def test_nan_opens_critical_instability_then_ack_and_resolve(api):
     assert len(items) == 1
     alert = items[0]
     assert alert["severity"] == "critical" and alert["state"] == "resolved"  # one NaN, long ago
-    assert alert["evidence"]["non_finite"] == {"step": 50, "keys": ["loss"]}
+    assert alert["evidence"]["non_finite"] == {"step": 50, "keys": ["loss"], "first_step": 50,
+                                               "first_keys": ["loss"]}  # fmt: skip
     # A fresh NaN at the end: open now, visible in the ingest response and runs show.
     send(api, api.alpha, run["id"], [101], reward=[0.8], loss=[float("inf")])
     drain(worker)
@@ -102,3 +103,70 @@ def test_stalled_run_gets_status_and_alert(api):
     drain(worker)
     detail = api.client.get(f"/api/v1/runs/{run['id']}", headers=api.headers(api.viewer)).json()
     assert detail["status"] == "running" and detail["alerts"][0]["state"] == "resolved"
+
+
+def test_run_that_never_sends_data_stalls_counted_from_its_registration(api):
+    """A trainer that registers its run (POST /runs) and dies loading the model leaves a
+    'running' run with no data: it stalls after the same limit, counted from its creation,
+    with a message that says it never sent any; its first batch resolves it."""
+    from datetime import timedelta
+
+    from grposcope.db import session_scope
+    from grposcope.models import Run, utcnow
+
+    run = make_run(api, api.alpha)
+    worker = worker_for(api)
+    assert worker.sweep_stalled() == 0  # just registered
+    diag = api.client.get(f"/api/v1/runs/{run['id']}/diagnostics",
+                          headers=api.headers(api.viewer)).json()  # fmt: skip
+    stall = next(r for r in diag["rules"] if r["kind"] == "run_stalled")
+    assert stall["status"] == "ok" and "no data yet" in stall["reason"]
+    factory = api.client.app.state.session_factory
+    with session_scope(factory) as session:
+        session.get(Run, run["id"]).created_at = utcnow() - timedelta(seconds=400)
+    assert worker.sweep_stalled() == 1
+    detail = api.client.get(f"/api/v1/runs/{run['id']}", headers=api.headers(api.viewer)).json()
+    assert detail["status"] == "stalled"
+    (alert,) = detail["alerts"]
+    assert alert["kind"] == "run_stalled" and alert["state"] == "open"
+    assert alert["severity"] == "warning" and alert["opened_step"] is None
+    assert alert["message"].startswith("never sent any data: registered 400 s ago (limit 300 s)")
+    assert alert["evidence"]["never_sent"] is True and alert["evidence"]["last_step"] is None
+    assert worker.sweep_stalled() == 0  # stalled already: not again
+    send(api, api.alpha, run["id"], [1, 2], reward=[0.1, 0.2])  # the trainer comes back
+    drain(worker)
+    detail = api.client.get(f"/api/v1/runs/{run['id']}", headers=api.headers(api.viewer)).json()
+    assert detail["status"] == "running" and detail["alerts"][0]["state"] == "resolved"
+
+
+def test_a_project_stall_limit_applies_to_runs_without_data(api):
+    from datetime import timedelta
+
+    from grposcope.models import utcnow
+
+    run = make_run(api, api.alpha)
+    projects = api.client.get("/api/v1/projects", headers=api.headers(api.viewer)).json()
+    pid = next(p["id"] for p in projects if p["name"] == "gsm8k")
+    reply = api.client.put(f"/api/v1/projects/{pid}/rules/run_stalled",
+                           json={"params": {"stall_after_s": 60}},
+                           headers=api.headers(api.admin))  # fmt: skip
+    assert reply.status_code == 200
+    worker = worker_for(api)
+    assert worker.sweep_stalled(now=utcnow() + timedelta(seconds=30)) == 0
+    assert worker.sweep_stalled(now=utcnow() + timedelta(seconds=61)) == 1
+    (alert,) = _alerts(api, run_id=run["id"], kind="run_stalled")["items"]
+    assert "never sent any data" in alert["message"] and "limit 60 s" in alert["message"]
+
+
+def test_nan_alert_message_names_the_episodes_first_non_finite_step(api):
+    """NaN rewards at steps 10 and 15 are one episode, opened at 10: the alert (and its
+    webhook) says step 10, not 15, with the latest after it."""
+    run = make_run(api, api.alpha)
+    reward = [0.5] * 20
+    reward[9] = reward[14] = float("nan")
+    send(api, api.alpha, run["id"], list(range(1, 21)), reward=reward, loss=[0.1] * 20)
+    drain(worker_for(api))
+    (alert,) = _alerts(api, run_id=run["id"], kind="dynamical_instability")["items"]
+    assert alert["state"] == "open" and alert["opened_step"] == 10
+    assert alert["message"] == "non-finite reward at step 10 (latest: reward at step 15)"
+    assert alert["evidence"]["non_finite"]["first_step"] == 10

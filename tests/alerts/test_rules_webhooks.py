@@ -148,30 +148,56 @@ def test_signed_json_and_slack_deliveries(api):
     assert log[0]["status"] == "delivered" and log[0]["attempts"] == 1
 
 
+def _until_settled(deliverer, clock, step_s=1.0, limit=100):
+    """Dispatch, moving the clock on, until no delivery is pending (bounded)."""
+    for _ in range(limit):
+        deliverer.dispatch(wait=True)
+        if not _any_pending(deliverer):
+            return
+        clock.advance(step_s)
+    raise AssertionError("deliveries still pending")
+
+
+def _any_pending(deliverer):
+    from grposcope.db import session_scope
+    from grposcope.models import WebhookDelivery
+
+    with session_scope(deliverer.factory) as session:
+        return session.query(WebhookDelivery).filter_by(status="pending").count() > 0
+
+
 def test_failing_receiver_retried_then_recorded_as_failed(api):
+    from tests.alerts.test_delivery_lease import Clock
+
+    clock = Clock()
     with Receiver(statuses=[500, 500, 500, 500]) as rx:
         hook = _hook(api, rx.url).json()
         run = make_run(api, api.alpha)
         _nan_alert(api, run["id"])
         drain(worker_for(api))
-        deliverer = _deliverer(api, max_attempts=3)
-        deliverer.dispatch(wait=True)
+        deliverer = _deliverer(api, max_attempts=3, clock=clock)
+        _until_settled(deliverer, clock)
         deliverer.close()
     assert len(rx.requests) == 3  # bounded
     log = api.client.get(f"/api/v1/webhooks/{hook['id']}/deliveries",
                          headers=api.headers(api.admin)).json()["items"]  # fmt: skip
+    # one delivery id across the retries, so a receiver can deduplicate
+    assert {h["x-grposcope-delivery"] for h, _ in rx.requests} == {str(log[0]["id"])}
     assert log[0]["status"] == "failed" and log[0]["attempts"] == 3
-    assert log[0]["response_code"] == 500
+    assert log[0]["response_code"] == 500 and log[0]["next_attempt_at"] is None
 
 
 def test_hanging_receiver_times_out(api):
+    from tests.alerts.test_delivery_lease import Clock
+
+    clock = Clock()
     with Receiver(hang_s=2.0) as rx:
         hook = _hook(api, rx.url).json()
         run = make_run(api, api.alpha)
         _nan_alert(api, run["id"])
         drain(worker_for(api))
-        deliverer = _deliverer(api, max_attempts=2, timeout_s=0.2)
-        deliverer.dispatch(wait=True)
+        deliverer = _deliverer(api, max_attempts=2, timeout_s=0.2, clock=clock)
+        _until_settled(deliverer, clock)
         deliverer.close()
     log = api.client.get(f"/api/v1/webhooks/{hook['id']}/deliveries",
                          headers=api.headers(api.admin)).json()["items"]  # fmt: skip

@@ -156,3 +156,35 @@ def test_variables_the_file_interpolates_are_documented() -> None:
     interpolated = set(re.findall(r"\$\{([A-Z_]+)", COMPOSE.read_text()))
     assert interpolated
     assert not {v for v in interpolated if v not in doc}, "document every variable"
+
+
+def _default(value: str) -> str:
+    """The default of a `${VAR:-default}` interpolation."""
+    match = re.fullmatch(r"\$\{[A-Z_]+:-([^}]*)\}", value)
+    assert match, value
+    return match.group(1)
+
+
+def test_services_that_build_webhook_links_point_them_at_the_dashboard(services: dict) -> None:
+    """Webhook payloads link to the run's page on the dashboard. Here the API serves no
+    dashboard (--no-dashboard), so the services that build links (every fit worker: the
+    `worker` service, and `serve` if it ran one) must get GRPOSCOPE_DASHBOARD_URL, by default
+    the host port the dashboard is published on, not the API's."""
+    builders = []
+    for name in GRPOSCOPE_SERVICES:
+        args = parse_command(services[name]["command"])
+        if args.command == "worker" or (args.command == "serve" and not args.no_worker):
+            builders.append(name)
+    assert "worker" in builders
+    dash_ports = {str(p).rsplit(":", 1)[0] for p in services["dashboard"]["ports"]}
+    (dash_host_port,) = {_default(p) if p.startswith("${") else p for p in dash_ports}
+    api_port = _default(str(services["api"]["ports"][0]).rsplit(":", 1)[0])
+    for name in builders:
+        env = services[name]["environment"]
+        assert "GRPOSCOPE_DASHBOARD_URL" in env, f"{name} builds links without the dashboard URL"
+        url = urlparse(_default(env["GRPOSCOPE_DASHBOARD_URL"]))
+        assert url.scheme in ("http", "https") and url.hostname
+        assert str(url.port) == dash_host_port != api_port, (name, url.geturl())
+        assert url.path in ("", "/")
+        # the public URL stays the API's (login links, printed URLs)
+        assert str(urlparse(_default(env["GRPOSCOPE_PUBLIC_URL"])).port) == api_port

@@ -79,6 +79,16 @@ def test_logged_every_10_steps_no_stop_advice_is_followed_by_a_real_gain(
     assert [e for r in healthy for e in r["episodes"] if e[2] == "critical"] == []
 
 
+def test_logged_every_10_steps_a_collapse_is_critical_within_two_points(replayed_every_10) -> None:
+    """The collapse windows were 5 + 20 points, 250 steps of such a log: the no-clip collapse
+    (reward 0 from step 137) turned critical at 180. They now span the same steps."""
+    replay_mod, _ = _bench()
+    res = next(r for r in replayed_every_10 if r["run"].name.endswith("noclip_collapse"))
+    zero = replay_mod.first_zero(res["run"])
+    assert zero is not None and res["critical"] is not None
+    assert res["critical"] <= zero + 2 * 10
+
+
 def test_sweep_precursors_come_before_half_the_gain_is_lost_and_never_on_healthy_runs(
     replayed,
 ) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 from pathlib import Path
 
@@ -69,6 +70,73 @@ def test_stop_on_accepts_known_kinds_and_names_unknown_ones() -> None:
     assert validate_stop_on(()) == frozenset()
     with pytest.raises(ValueError, match="stop_on.*reward_hack"):
         validate_stop_on(["reward_hack"])
+
+
+@pytest.fixture
+def fresh_stop_on_warnings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stop_on warning is logged once per process and set of kinds: start afresh."""
+    from grposcope_trainer import config
+
+    monkeypatch.setattr(config, "_WARNED_STOP_ON", set())
+
+
+def _stop_on_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records
+            if r.name == "grposcope_trainer" and "stop_on" in r.getMessage()]  # fmt: skip
+
+
+def test_stop_on_warns_about_kinds_that_never_stop_training(
+    fresh_stop_on_warnings: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Only a critical alert stops training: plateau_reached and run_stalled never are, and
+    policy_concentration is not with the default rules. They are accepted (no exception:
+    training must go on) with one warning that names them and the kinds that can stop."""
+    kinds = ("plateau_reached", "run_stalled", "dynamical_instability")
+    with caplog.at_level(logging.WARNING, logger="grposcope_trainer"):
+        assert validate_stop_on(kinds) == set(kinds)
+        assert validate_stop_on(list(kinds)) == set(kinds)  # the same set: not warned again
+    (message,) = _stop_on_warnings(caplog)
+    named = message.split("will not stop training: ")[1].split(". Only")[0]
+    assert "plateau_reached" in named and "run_stalled" in named
+    assert "dynamical_instability" not in named
+    assert message.endswith(
+        "the kinds that can stop it with the default rules are reward_hacking, "
+        "advantage_degeneracy, dynamical_instability (to act on the others, read Run.alerts)"
+    )
+
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="grposcope_trainer"):
+        validate_stop_on("policy_concentration")
+    (message,) = _stop_on_warnings(caplog)
+    assert "policy_concentration (critical only where its project lowers critical_drop" in message
+
+
+def test_stop_on_with_kinds_that_can_stop_says_nothing(
+    fresh_stop_on_warnings: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="grposcope_trainer"):
+        validate_stop_on(("dynamical_instability", "reward_hacking", "advantage_degeneracy"))
+        validate_stop_on(())
+    assert _stop_on_warnings(caplog) == []
+
+
+def test_the_callback_warns_once_and_a_failing_warning_never_raises(
+    fresh_stop_on_warnings: None, caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    from grposcope_trainer import GRPOScopeCallback, config
+
+    with caplog.at_level(logging.WARNING, logger="grposcope_trainer"):
+        GRPOScopeCallback(stop_on=("plateau_reached",))
+    assert len(_stop_on_warnings(caplog)) == 1
+
+    class Broken:
+        def warning(self, *args: object) -> None:
+            raise RuntimeError("a logging setup that raises")
+
+    monkeypatch.setattr(config, "logger", Broken())
+    monkeypatch.setattr(config, "_WARNED_STOP_ON", set())
+    assert validate_stop_on(("run_stalled",)) == {"run_stalled"}
 
 
 def test_metric_values_follow_the_api_number_rules() -> None:

@@ -95,7 +95,7 @@ def test_tensorboard_directory_with_args_and_hparams(tmp_path: Path) -> None:
         ("verl.log", "Started a local Ray instance\nstep: - nothing\n", "verl", "no verl step"),
         ("odd.txt", "hello\nworld\n", None, "cannot tell its format"),
         ("empty.log", "", None, "is empty"),
-        ("a.csv", "step,reward\n1,0.5\n-2,0.7\n", None, r"step -2.0 is not a whole number"),
+        ("a.csv", "step,reward\n1,0.5\n1e20,0.7\n", None, r"step 1e\+20 is not a whole number"),
         ("a.csv", "step,reward\n1.5,0.5\n", None, r"step 1.5 is not a whole number"),
     ],
 )
@@ -104,6 +104,14 @@ def test_broken_files(tmp_path: Path, name: str, text: str, fmt: str | None, mat
     path.write_text(text)
     with pytest.raises(LogFormatError, match=match):
         read_log(path, fmt).steps()
+
+
+def test_a_step_below_0_is_left_out_and_counted(tmp_path: Path) -> None:
+    path = tmp_path / "a.csv"
+    path.write_text("step,reward\n-2,0.7\n1,0.5\n")
+    data = read_log(path)
+    assert data.steps() == {1: {"reward": 0.5}}
+    assert data.skipped_note() == "left out 1 value logged before step 0 (steps start at 0)"
 
 
 def test_broken_tensorboard_logs(tmp_path: Path) -> None:

@@ -192,7 +192,8 @@ def test_alerts_are_logged_once_and_stop_only_when_asked(stub, script, tmp_path,
     assert not watcher.stop_requested and not info_only.stop_requested  # info never stops
     assert stopper.stop_reason.startswith("reward_hacking")
     assert [a["kind"] for a in watcher.alerts] == ["reward_hacking", "plateau_reached"]
-    hacking = [r for r in caplog.records if "reward_hacking" in r.getMessage()]
+    alerts = [m for m in map(logging.LogRecord.getMessage, caplog.records) if "alert [" in m]
+    hacking = [m for m in alerts if "reward_hacking" in m]
     assert len(hacking) == 3  # once per run, although every ingest repeats it
 
 

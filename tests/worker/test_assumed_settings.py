@@ -28,9 +28,9 @@ def test_a_margin_at_an_assumed_k_ref_says_so(api) -> None:
 
     bare = make_run(api, api.alpha, name="bare", run_key="bare",
                     hyperparameters={"learning_rate": 1e-6})  # fmt: skip
-    told = make_run(api, api.alpha, name="told", run_key="told",
-                    hyperparameters={"learning_rate": 1e-6, "optimizer": "adamw",
-                                     "momentum": 0.9, "k_ref": 1, "correction": "none"})  # fmt: skip
+    given = {"learning_rate": 1e-6, "optimizer": "adamw", "momentum": 0.9, "k_ref": 1,
+             "correction": "none"}  # fmt: skip
+    told = make_run(api, api.alpha, name="told", run_key="told", hyperparameters=given)
     steps, values = learning_curve()
     for run in (bare, told):
         send(api, api.alpha, run["id"], steps, reward=values)

@@ -13,6 +13,7 @@ Environment variables, read when a run starts (never at import time):
 from __future__ import annotations
 
 import functools
+import logging
 import math
 import os
 from collections.abc import Callable
@@ -29,6 +30,25 @@ ALERT_KINDS = (
     "plateau_reached",
     "run_stalled",
 )
+
+# Only a *critical* alert stops training (`stop_on`), and some kinds never reach critical: the
+# server's rules decide (tests/alerts/test_alert_kinds.py ties these to them). Why, per kind:
+NEVER_CRITICAL = {
+    "plateau_reached": "info or warning at most",
+    # and alerts reach the trainer in the answers to its batches, which a stalled run lacks
+    "run_stalled": "warning at most",
+}
+# Critical only where the run's project changes a rule parameter from its default.
+CRITICAL_ONLY_IF_CONFIGURED = {
+    "policy_concentration": "critical only where its project lowers critical_drop below 1 "
+    "(the default, 1, means never)",
+}
+# The kinds that can stop a run with the server's default rule settings.
+STOPPING_KINDS = tuple(
+    k for k in ALERT_KINDS if k not in NEVER_CRITICAL and k not in CRITICAL_ONLY_IF_CONFIGURED
+)
+
+logger = logging.getLogger("grposcope_trainer")
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 API_PREFIX = "/api/v1"
@@ -119,7 +139,9 @@ def default_spool_dir() -> Path:
 
 
 def validate_stop_on(stop_on: Any) -> frozenset[str]:
-    """The alert kinds that may stop training; unknown kinds are a ValueError naming stop_on."""
+    """The alert kinds that may stop training; unknown kinds are a ValueError naming stop_on.
+    Kinds that never (or, with default rule settings, never) reach critical severity are
+    accepted with one logged warning naming them: only a critical alert stops training."""
     if isinstance(stop_on, str):
         stop_on = (stop_on,)
     kinds = frozenset(stop_on or ())
@@ -128,7 +150,33 @@ def validate_stop_on(stop_on: Any) -> frozenset[str]:
         raise ValueError(
             f"stop_on: unknown alert kind(s) {unknown}; expected some of {ALERT_KINDS}"
         )
+    _warn_kinds_that_do_not_stop(kinds)
     return kinds
+
+
+_WARNED_STOP_ON: set[frozenset[str]] = set()  # once per process and set of kinds
+
+
+def _warn_kinds_that_do_not_stop(kinds: frozenset[str]) -> None:
+    """One warning naming the kinds in `stop_on` that never stop a run. Never raises: a
+    warning about a setting must not be what stops training."""
+    try:
+        never = [k for k in ALERT_KINDS if k in kinds and k in NEVER_CRITICAL]
+        unless = [k for k in ALERT_KINDS if k in kinds and k in CRITICAL_ONLY_IF_CONFIGURED]
+        if not (never or unless) or kinds in _WARNED_STOP_ON:
+            return
+        _WARNED_STOP_ON.add(kinds)
+        parts = [f"{k} ({NEVER_CRITICAL[k]})" for k in never]
+        parts += [f"{k} ({CRITICAL_ONLY_IF_CONFIGURED[k]})" for k in unless]
+        logger.warning(
+            "grposcope: stop_on lists alert kinds that will not stop training: %s. Only a "
+            "critical alert stops training; the kinds that can stop it with the default rules "
+            "are %s (to act on the others, read Run.alerts)",
+            "; ".join(parts),
+            ", ".join(STOPPING_KINDS),
+        )
+    except Exception:  # noqa: BLE001 - a warning must never crash training
+        pass
 
 
 def metric_value(value: Any) -> float | str | None:

@@ -6,20 +6,27 @@ whatever its fate, and a worker that dies mid-send loses nothing.
   the webhook's secret; the receiver recomputes it over the raw body.
 - Formats: ``json`` posts the event object; ``slack`` posts ``{"text": "…"}`` (Slack and
   Mattermost incoming webhooks accept it), signed the same way.
-- Retries: up to ``max_attempts`` with exponential backoff; a timeout, a connection error or
-  a non-2xx answer counts as a failed attempt; after the last one the row says ``failed``
-  with the last code and error.
+- Retries: one attempt per claim. A timeout, a connection error or a non-2xx answer is a failed
+  attempt: the row goes back to ``pending`` with ``next_attempt_at`` set by the
+  ``RetrySchedule`` (by default 5 s after the first failure, doubling, capped at 5 min, until
+  the waits add up to 15 min: attempts at 0, 5, 15, 35, 75, 155, 315, 615 and 900 s), and only
+  rows that are due are claimed. The schedule is in the database, so a restarted worker (or
+  another one) carries on with it, and no thread sleeps through a backoff: a send thread is
+  busy for one POST at most. After the last attempt the row says ``failed`` with the last code
+  and error. A delivery that succeeds makes the webhook's other waiting deliveries due at once
+  (the receiver is back: they go out now, oldest first, instead of minutes later). Every
+  attempt posts the same body with the same ``X-Grposcope-Delivery`` id.
 - Claims: a delivery is claimed pending → sending with ``claimed_at = now`` by a conditional
   UPDATE, so of several workers exactly one sends it. A worker claims no more than it has idle
   send threads, so a claimed delivery starts sending at once.
-- Lease: a delivery still ``sending`` ``lease_s`` after its claim (max_attempts × timeout_s +
-  the backoffs + ``lease_margin_s``, longer than a send can take) was left by a worker that died;
+- Lease: a delivery still ``sending`` ``lease_s`` after its claim (``timeout_s`` +
+  ``lease_margin_s``, longer than one attempt can take) was left by a worker that died;
   every worker's dispatch loop puts such rows back to pending (at most every ``requeue_every_s``,
   logged) and they go out again, their ``attempts`` kept. The cost is at-least-once: a worker
   killed after the receiver answered but before it recorded the outcome, or a send that outran
   the lease (an answer trickling in slower than the timeouts), is posted again with the same
   ``X-Grposcope-Delivery`` id, which receivers can deduplicate on.
-- Rate limit: at most ``rate_per_minute`` claims per webhook in any 60 s, counted in the
+- Rate limit: at most ``rate_per_minute`` claims (attempts) per webhook in any 60 s, counted in the
   database (``claimed_at`` within the last 60 s, whatever the row's status now), so it holds
   for all worker processes together. A delivery over the limit stays pending and goes out when
   the window has room, so an alert storm is smoothed, not lost. The count and the claims after
@@ -32,14 +39,15 @@ whatever its fate, and a worker that dies mid-send loses nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import json
 import logging
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -55,6 +63,48 @@ log = logging.getLogger("grposcope.webhooks")
 
 SIGNATURE_HEADER = "X-Grposcope-Signature"
 RATE_WINDOW = timedelta(seconds=60)  # rate_per_minute counts the claims of this window
+
+
+@dataclass(frozen=True)
+class RetrySchedule:
+    """When a failed delivery is tried again: ``first_s`` after the first failed attempt,
+    doubling up to ``max_s``, for as long as the waits add up to less than ``span_s`` (the
+    last wait is cut so the last attempt comes ``span_s`` after the first); ``max_attempts``,
+    if set, caps the attempts too. Defaults: GRPOSCOPE_WEBHOOK_BACKOFF_S (5),
+    GRPOSCOPE_WEBHOOK_BACKOFF_MAX_S (300), GRPOSCOPE_WEBHOOK_RETRY_S (900): 9 attempts over
+    15 minutes, a receiver down for a minute gets the delivery at the 75 s attempt."""
+
+    first_s: float = 5.0
+    max_s: float = 300.0
+    span_s: float = 900.0
+    max_attempts: int | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> RetrySchedule:
+        return cls(settings.webhook_backoff_s, settings.webhook_backoff_max_s,
+                   settings.webhook_retry_s)  # fmt: skip
+
+    def _wait(self, n: int) -> float:
+        """The wait after the n-th failed attempt (1-based), before the span cuts it."""
+        return min(self.first_s * 2.0 ** min(n - 1, 60), self.max_s)
+
+    def delay_after(self, attempts: int) -> float | None:
+        """Seconds from the `attempts`-th failed attempt to the next, or None: give up."""
+        if attempts < 1:
+            return 0.0
+        if self.max_attempts is not None and attempts >= self.max_attempts:
+            return None
+        waited = sum(self._wait(n) for n in range(1, attempts))
+        if waited >= self.span_s - 1e-9:
+            return None
+        return min(self._wait(attempts), self.span_s - waited)
+
+    def delays(self) -> list[float]:
+        """Every wait of a delivery that never succeeds, in order (the documented schedule)."""
+        out: list[float] = []
+        while (delay := self.delay_after(len(out) + 1)) is not None:
+            out.append(delay)
+        return out
 
 
 def sign(secret: str, body: bytes) -> str:
@@ -82,16 +132,22 @@ def slack_text(payload: dict[str, Any]) -> str:
 
 
 class Deliverer:
-    """Polls pending deliveries and sends them on a small thread pool; requeues deliveries whose
-    worker died."""
+    """Polls due pending deliveries and sends them on a small thread pool, one attempt per
+    claim; requeues deliveries whose worker died.
+
+    ``schedule``: the retry schedule; by default the settings' (GRPOSCOPE_WEBHOOK_*, read from
+    the environment), or one built from ``backoff_s`` and ``max_attempts`` when those are given
+    (tests). ``clock`` stamps claims and the next attempts, so tests move time instead of
+    sleeping through the schedule."""
 
     def __init__(
         self,
         factory: sessionmaker[Session],
         *,
-        max_attempts: int = 4,
+        schedule: RetrySchedule | None = None,
+        max_attempts: int | None = None,
         timeout_s: float = 5.0,
-        backoff_s: float = 0.5,
+        backoff_s: float | None = None,
         rate_per_minute: float = 30.0,
         poll_s: float = 0.5,
         threads: int = 4,
@@ -100,17 +156,23 @@ class Deliverer:
         requeue_every_s: float = 5.0,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
+        if schedule is None:
+            from grposcope.config import Settings
+
+            schedule = RetrySchedule.from_settings(Settings())
+        if backoff_s is not None:
+            schedule = dataclasses.replace(schedule, first_s=backoff_s)
+        if max_attempts is not None:
+            schedule = dataclasses.replace(schedule, max_attempts=max_attempts)
         self.factory = factory
-        self.max_attempts = max_attempts
+        self.schedule = schedule
         self.timeout_s = timeout_s
-        self.backoff_s = backoff_s
         self.rate_per_minute = rate_per_minute
         self.poll_s = poll_s
         self.threads = threads
         self.clock = clock
-        # Longer than one send can take: every attempt timing out, plus the sleeps between them.
-        backoffs = sum(backoff_s * 2**attempt for attempt in range(max_attempts - 1))
-        self.lease_s = max_attempts * timeout_s + backoffs + lease_margin_s
+        # Longer than one claim can take: one attempt timing out (nothing sleeps in a claim).
+        self.lease_s = timeout_s + lease_margin_s
         self.requeue_every_s = requeue_every_s
         self._next_requeue: datetime | None = None
         self._in_flight = 0
@@ -185,8 +247,9 @@ class Deliverer:
             if self._in_flight >= self.threads:
                 return []
         with session_scope(self.factory) as session:
-            since = self.clock() - RATE_WINDOW
-            return [w for w in repo.pending_webhooks(session)
+            now = self.clock()
+            since = now - RATE_WINDOW
+            return [w for w in repo.pending_webhooks(session, now)
                     if repo.claims_since(session, w, since) < self.rate_per_minute]  # fmt: skip
 
     def _claim_webhook(self, session: Session, webhook_id: int, room: int) -> list[int]:
@@ -197,7 +260,7 @@ class Deliverer:
         now = self.clock()
         count = repo.claims_since(session, webhook_id, now - RATE_WINDOW)
         claimed = []
-        for delivery_id in repo.pending_deliveries(session, webhook_id, room):
+        for delivery_id in repo.pending_deliveries(session, webhook_id, room, now):
             if count >= self.rate_per_minute:
                 break
             if repo.claim_delivery(session, delivery_id, now):
@@ -206,7 +269,9 @@ class Deliverer:
         return claimed
 
     def send(self, delivery_id: int) -> str:
-        """Send one claimed delivery with retries; records the outcome; returns its status."""
+        """Make one attempt at a claimed delivery and record it: ``delivered``, ``pending``
+        again with the next attempt scheduled, or ``failed`` once the schedule is spent.
+        Returns the row's new status."""
         with session_scope(self.factory) as session:
             d = session.get(WebhookDelivery, delivery_id)
             hook = session.get(Webhook, d.webhook_id) if d is not None else None
@@ -219,26 +284,37 @@ class Deliverer:
                 "X-Grposcope-Event": d.event,
                 "X-Grposcope-Delivery": str(d.id),
             }
-            url = hook.url
-        status, code, error, attempts = "failed", None, None, 0
-        for attempt in range(self.max_attempts):
-            attempts = attempt + 1
-            code, error = self._post(url, body, headers)
-            if code is not None and 200 <= code < 300:
-                status, error = "delivered", None
-                break
-            if attempt + 1 < self.max_attempts:
-                time.sleep(self.backoff_s * 2**attempt)
+            url, webhook_id = hook.url, hook.id
+        code, error = self._post(url, body, headers)
+        ok = code is not None and 200 <= code < 300
+        now, woken = self.clock(), 0
         with session_scope(self.factory) as session:
             d = session.get(WebhookDelivery, delivery_id)
-            if d is not None:
-                d.status, d.response_code, d.last_error = status, code, error
-                d.attempts = (d.attempts or 0) + attempts
-                d.delivered_at = utcnow() if status == "delivered" else None
-        if status != "delivered":
-            log.warning(
-                "webhook delivery %s failed after %s attempts: %s", delivery_id, attempts, error
-            )
+            if d is None:
+                return "gone"
+            d.attempts = attempts = (d.attempts or 0) + 1
+            d.response_code, d.last_error = code, None if ok else error
+            delay = None if ok else self.schedule.delay_after(attempts)
+            if ok:
+                d.status, d.delivered_at, d.next_attempt_at = "delivered", utcnow(), None
+                # The receiver answers again: what waits for a retry goes out now.
+                woken = repo.wake_retries(session, webhook_id, now)
+            elif delay is not None:
+                d.status, d.next_attempt_at = "pending", now + timedelta(seconds=delay)
+            else:
+                d.status, d.next_attempt_at, d.delivered_at = "failed", None, None
+            status = d.status
+        if ok and woken:
+            log.info("webhook %s answers again: %d waiting deliveries are due now",
+                     webhook_id, woken)  # fmt: skip
+        elif status == "pending":
+            # The first failure says the receiver is in trouble; later ones only say when next.
+            level = logging.WARNING if attempts == 1 else logging.INFO
+            log.log(level, "webhook delivery %s: attempt %d failed (%s); next in %.0f s",
+                    delivery_id, attempts, error, delay)  # fmt: skip
+        elif status == "failed":
+            log.warning("webhook delivery %s failed after %d attempts: %s",
+                        delivery_id, attempts, error)  # fmt: skip
         return status
 
     def _post(

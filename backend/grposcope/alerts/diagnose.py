@@ -144,9 +144,30 @@ def stall_outcome(run: Run, rules: dict[str, tuple[bool, dict]], default_stall_s
     if not enabled:
         return Outcome("run_stalled", "unavailable", "disabled for this project")
     params = effective_params("run_stalled", {"stall_after_s": default_stall_s, **overrides})
-    silent = None
-    if run.last_seen_at is not None:
-        seen = run.last_seen_at
-        seen = seen if seen.tzinfo else seen.replace(tzinfo=timezone.utc)
-        silent = ((now or datetime.now(timezone.utc)) - seen).total_seconds()
+    now = now or datetime.now(timezone.utc)
+    if run.last_seen_at is None:
+        return never_sent(run, params, now)
+    silent = (now - _aware(run.last_seen_at)).total_seconds()
     return stalled(run.status, silent, run.last_step, params)
+
+
+def never_sent(run: Run, params: dict[str, float], now: datetime) -> Outcome:
+    """run_stalled for a run that has sent no data: silent since it was registered (a trainer
+    that registers its run and then dies loading the model leaves exactly this), so it stalls
+    after the same limit, counted from ``created_at``, and the message says it never sent."""
+    limit = float(params["stall_after_s"])
+    silent = (now - _aware(run.created_at)).total_seconds()
+    evidence = {"silent_for_s": round(silent, 1), "stall_after_s": limit, "last_step": None,
+                "never_sent": True}  # fmt: skip
+    if run.status in ("running", "stalled") and silent >= limit:
+        msg = (
+            f"never sent any data: registered {silent:.0f} s ago (limit {limit:.0f} s); "
+            "did the trainer stop before its first logged step (loading the model, say)?"
+        )
+        return Outcome("run_stalled", "firing", msg, "warning", msg, evidence)
+    return Outcome("run_stalled", "ok", f"status {run.status}, no data yet (registered "
+                   f"{silent:.0f} s ago)", evidence=evidence)  # fmt: skip
+
+
+def _aware(moment: datetime) -> datetime:
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)

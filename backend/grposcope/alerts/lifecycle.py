@@ -24,8 +24,10 @@ from grposcope.models import Alert, Run, Webhook, WebhookDelivery, utcnow
 
 
 def apply_outcomes(session: Session, run: Run, outcomes: Iterable[Outcome],
-                   base_url: str | None = None) -> list[tuple[Alert, str]]:  # fmt: skip
-    """Reconcile the run's alerts with the outcomes; returns (alert, event) changes."""
+                   dashboard_url: str | None = None) -> list[tuple[Alert, str]]:  # fmt: skip
+    """Reconcile the run's alerts with the outcomes; returns (alert, event) changes.
+    ``dashboard_url``: the dashboard's base URL (``Settings.dashboard_base_url``), for the run
+    link in webhook payloads."""
     open_now, last_seen = repo.alert_state(session, run.id)
     events: list[tuple[Alert, str]] = []
     for outcome in outcomes:
@@ -44,7 +46,7 @@ def apply_outcomes(session: Session, run: Run, outcomes: Iterable[Outcome],
     if events:
         hooks = repo.webhooks_for(session, run.project.team_id, run.project_id)
         for alert, event in events:
-            enqueue(session, run, alert, event, base_url, hooks)
+            enqueue(session, run, alert, event, dashboard_url, hooks)
     return events
 
 
@@ -131,7 +133,7 @@ def _record_past(session: Session, run: Run, outcome: Outcome, last_seen: int | 
                           evidence=ep.evidence))  # fmt: skip
 
 
-def enqueue(session: Session, run: Run, alert: Alert, event: str, base_url: str | None,
+def enqueue(session: Session, run: Run, alert: Alert, event: str, dashboard_url: str | None,
             hooks: list[Webhook]) -> int:  # fmt: skip
     """A pending delivery per matching webhook (``hooks``: the run's team and project's,
     read once per reconciliation) at or above its minimum severity."""
@@ -139,15 +141,18 @@ def enqueue(session: Session, run: Run, alert: Alert, event: str, base_url: str 
     for hook in hooks:
         if LEVEL.get(alert.severity, 0) < LEVEL.get(hook.min_severity, 0):
             continue
-        payload = event_payload(run, alert, event, base_url)
+        payload = event_payload(run, alert, event, dashboard_url)
         session.add(WebhookDelivery(webhook_id=hook.id, alert_id=alert.id, event=event,
                                     status="pending", payload=payload))  # fmt: skip
         n += 1
     return n
 
 
-def event_payload(run: Run, alert: Alert, event: str, base_url: str | None) -> dict[str, Any]:
-    link = f"{base_url.rstrip('/')}/runs/{run.id}" if base_url else None
+def event_payload(run: Run, alert: Alert, event: str,
+                  dashboard_url: str | None) -> dict[str, Any]:  # fmt: skip
+    """The webhook body; ``link`` is the run's page on the dashboard (``/runs/{id}`` under
+    ``dashboard_url``: GRPOSCOPE_DASHBOARD_URL, else the public URL), None without one."""
+    link = f"{dashboard_url.rstrip('/')}/runs/{run.id}" if dashboard_url else None
     return {
         "event": event,
         "alert": {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import Select, func, select, update
 from sqlalchemy.orm import Session
@@ -102,26 +103,47 @@ def deliveries(session: Session, webhook_id: int, limit: int) -> list[WebhookDel
     return list(session.scalars(query))
 
 
-def pending_webhooks(session: Session) -> list[int]:
-    """Webhooks with pending deliveries, the one whose oldest pending delivery is oldest first."""
+def _due(now: datetime) -> Any:
+    """Pending and due: never tried, or its retry's time has come (``next_attempt_at``)."""
+    return (WebhookDelivery.status == "pending") & (
+        WebhookDelivery.next_attempt_at.is_(None) | (WebhookDelivery.next_attempt_at <= now)
+    )
+
+
+def pending_webhooks(session: Session, now: datetime) -> list[int]:
+    """Webhooks with deliveries due at `now`, the one whose oldest due delivery is oldest
+    first."""
     query = (
         select(WebhookDelivery.webhook_id)
-        .where(WebhookDelivery.status == "pending")
+        .where(_due(now))
         .group_by(WebhookDelivery.webhook_id)
         .order_by(func.min(WebhookDelivery.id))
     )
     return list(session.scalars(query))
 
 
-def pending_deliveries(session: Session, webhook_id: int, limit: int) -> list[int]:
-    """Ids of one webhook's pending deliveries, oldest first."""
+def pending_deliveries(session: Session, webhook_id: int, limit: int, now: datetime) -> list[int]:
+    """Ids of one webhook's deliveries due at `now`, oldest first."""
     query = (
         select(WebhookDelivery.id)
-        .where(WebhookDelivery.webhook_id == webhook_id, WebhookDelivery.status == "pending")
+        .where(WebhookDelivery.webhook_id == webhook_id, _due(now))
         .order_by(WebhookDelivery.id)
         .limit(limit)
     )
     return list(session.scalars(query))
+
+
+def wake_retries(session: Session, webhook_id: int, now: datetime) -> int:
+    """A webhook's pending deliveries waiting for a later retry become due at `now` (its
+    receiver just took a delivery). Returns how many."""
+    result = session.execute(
+        update(WebhookDelivery)
+        .where(WebhookDelivery.webhook_id == webhook_id, WebhookDelivery.status == "pending",
+               WebhookDelivery.next_attempt_at > now)
+        .values(next_attempt_at=now)
+        .execution_options(synchronize_session=False)
+    )  # fmt: skip
+    return result.rowcount or 0
 
 
 def lock_webhook(session: Session, webhook_id: int) -> bool:

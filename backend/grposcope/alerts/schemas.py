@@ -112,6 +112,9 @@ class DeliveryOut(BaseModel):
     last_error: str | None
     created_at: datetime
     delivered_at: datetime | None
+    next_attempt_at: datetime | None = Field(
+        None, description="A pending delivery whose last attempt failed: when it is tried again."
+    )
 
 
 class DeliveryList(BaseModel):

@@ -167,7 +167,7 @@ def deliveries(session: Session, principal: Principal, webhook_id: int, limit: i
         raise InvalidInput("limit must be between 1 and 1000")
     rows = repo.deliveries(session, webhook_id, limit)
     keys = ("id", "webhook_id", "alert_id", "event", "status", "attempts", "response_code",
-            "last_error", "created_at", "delivered_at")  # fmt: skip
+            "last_error", "created_at", "delivered_at", "next_attempt_at")  # fmt: skip
     return {"items": [{k: getattr(d, k) for k in keys} for d in rows]}
 
 

@@ -15,8 +15,8 @@ from grposcope.diagnostics.rules_learning import (
     policy_concentration,
     reward_hacking,
 )
-from grposcope.diagnostics.rules_stability import dynamical_instability
-from grposcope.diagnostics.types import Outcome, Trace
+from grposcope.diagnostics.rules_stability import dynamical_instability, first_non_finite
+from grposcope.diagnostics.types import Episode, Outcome, Trace
 
 __all__ = ["RunData", "FitPoint", "evaluate_all", "evaluate", "stalled", "SERIES_RULES"]
 
@@ -59,6 +59,8 @@ def evaluate(kind: str, data: RunData, params: dict[str, float]) -> Outcome:
     found = episodes(trace, *windows, share, _run_start(data) if share else None, open_points,
                      reward[0] if reward is not None else None)  # fmt: skip
     eps = tuple(dataclasses.replace(ep, message=_message(kind, ep.evidence)) for ep in found)
+    if kind == "dynamical_instability":
+        eps = tuple(_name_first_non_finite(ep, data) for ep in eps)
     current = eps[-1] if eps and eps[-1].resolved_step is None else None
     if current is None:
         last = {"last_checked_step": int(trace.steps[-1])} if trace.steps.size else {}
@@ -74,21 +76,55 @@ def evaluate(kind: str, data: RunData, params: dict[str, float]) -> Outcome:
     )
 
 
+def _name_first_non_finite(ep: Episode, data: RunData) -> Episode:
+    """A NaN/Inf episode's evidence is at its latest non-finite step; the episode began at its
+    first (a NaN at step 10 and another at 15 are one episode, opened at 10). That step and
+    its keys go into the evidence (``first_step``, ``first_keys``) and the message names it."""
+    nf = ep.evidence.get("non_finite")
+    if not nf:
+        return ep
+    found = first_non_finite(data, ep.opened_step, int(nf["step"]))
+    first, keys = found if found is not None else (int(nf["step"]), list(nf["keys"]))
+    evidence = {**ep.evidence, "non_finite": {**nf, "first_step": first, "first_keys": keys}}
+    return dataclasses.replace(ep, evidence=evidence, message=_message("dynamical_instability",
+                                                                       evidence))  # fmt: skip
+
+
+def _non_finite_message(nf: Mapping[str, Any]) -> str:
+    """ "non-finite reward at step 10 (latest: reward at step 15)": the episode's first step,
+    then its latest where they differ."""
+    step, first = nf["step"], nf.get("first_step", nf["step"])
+    first_keys = ", ".join(nf.get("first_keys", nf["keys"]))
+    if "grad_norm_skipped_run" in nf:
+        run, key = nf["grad_norm_skipped_run"], nf["keys"][0]
+        span = f"through step {step}"
+        if first != step and first_keys == key:  # the streak reached `run` in a row at `first`
+            span = f"the {run}th in a row at step {first}, through step {step}"
+        text = (f"{key} non-finite on {run}+ logged steps in a row ({span}): the gradients "
+                "keep overflowing (a mixed-precision loss scaler would have cut its scale a "
+                "thousandfold by now)")  # fmt: skip
+        if first != step and first_keys != key:  # a NaN loss or reward came first
+            text += f"; first non-finite {first_keys} at step {first}"
+        return text
+    text = f"non-finite {first_keys} at step {first}"
+    return text if first == step else f"{text} (latest: {', '.join(nf['keys'])} at step {step})"
+
+
 def _message(kind: str, evidence: Mapping[str, Any]) -> str:
     base = MESSAGES[kind]
     if kind == "dynamical_instability":
         if "non_finite" in evidence:
-            nf = evidence["non_finite"]
-            if "grad_norm_skipped_run" in nf:
-                return (f"{nf['keys'][0]} non-finite on {nf['grad_norm_skipped_run']}+ logged "
-                        f"steps in a row (through step {nf['step']}): the gradients keep "
-                        "overflowing (a mixed-precision loss scaler would have cut its scale "
-                        "a thousandfold by now)")  # fmt: skip
-            return f"non-finite {', '.join(nf['keys'])} at step {nf['step']}"
+            return _non_finite_message(evidence["non_finite"])
         if "collapse" in evidence:  # what happened outranks what the margin predicted
             c = evidence["collapse"]
             return (f"{c['key']} collapsed from {c['reference_level']} to {c['level_now']} "
                     f"({c['fall_sigmas']} noise σ) in {c['points']} points")  # fmt: skip
+        if "no_gradient" in evidence:
+            g = evidence["no_gradient"]
+            return (f"{g['key']} has been exactly 0 for {g['points']} points since step "
+                    f"{g['zero_since_step']}, the reward down at {g['reward_level']} (median "
+                    f"before {g['reward_median_before']}): the policy gets no update any "
+                    "more")  # fmt: skip
         if "flatline" in evidence:
             f = evidence["flatline"]
             return (f"{f['key']} has been exactly {f['value']} for {f['points']} points since step "
@@ -121,11 +157,19 @@ def _message(kind: str, evidence: Mapping[str, Any]) -> str:
             )
     if kind == "plateau_reached" and "steps_without_gain" in evidence:
         base = (f"not learning: no significant reward gain in {evidence['steps_without_gain']} "
-                f"steps and the policy has barely moved ({evidence['kl_key']} median "
-                f"{evidence['kl_median']:.2g})")  # fmt: skip
+                f"steps and {_not_moving(evidence)}")  # fmt: skip
     if kind == "plateau_reached" and evidence.get("steps_saved_by_stopping"):
         return f"{base}; stopping now saves {evidence['steps_saved_by_stopping']} steps"
     return base
+
+
+def _not_moving(evidence: Mapping[str, Any]) -> str:
+    """Why the not-learning form says the policy is not moving: no gradient, or a KL under
+    its floor."""
+    if "grad_norm_zero_points" in evidence:
+        return (f"the policy gets no update ({evidence['grad_norm_key']} exactly 0 for the last "
+                f"{evidence['grad_norm_zero_points']} points)")  # fmt: skip
+    return f"the policy has barely moved ({evidence['kl_key']} median {evidence['kl_median']:.2g})"
 
 
 def evaluate_all(

@@ -70,13 +70,20 @@ RULES: dict[str, dict[str, Param]] = {
         "critical_fraction": Param(0.9, 0.05, 1.0, "share of the gain lost that is critical"),
         "fall_sigmas": Param(3.0, 0.0, 100.0, "fall needed, in s.e. of a window difference"),
         "smooth_window": Param(10, 2, 10_000, "steps in trailing means", True),
-        "drop_points": Param(5, 1, 1000, "recent points whose median must have collapsed", True),
-        "drop_reference": Param(20, 4, 100_000, "points before them: the reference level", True),
+        "drop_points": Param(
+            5, 1, 1000, "recent points whose median must have collapsed (per-step log)", True
+        ),
+        "drop_reference": Param(
+            20, 4, 100_000, "points before them: the reference level (per-step log)", True
+        ),
         "drop_sigmas": Param(3.0, 0.5, 100.0, "collapse depth, in per-step noise σ (critical)"),
         "flatline_chance": Param(
-            1e-4, 1e-12, 0.5, "chance of a repeated floor value's streak that is critical"
+            1e-3, 1e-12, 0.5, "chance of such a floor streak anywhere in the run: critical"
         ),
         "drift_points": Param(30, 8, 1_000_000, "fewest points the drift slope is fit on", True),
+        "zero_grad_points": Param(
+            10, 2, 1_000_000, "grad_norm exactly 0 this many points (and steps) in a row", True
+        ),
         "drift_sigmas": Param(3.0, 0.5, 100.0, "downward slope needed, in standard errors"),
         "drift_noise": Param(1.0, 0.0, 100.0, "loss over the drift window, in noise σ"),
         "precursor_points": Param(3, 1, 1000, "points in the precursors' trailing median", True),

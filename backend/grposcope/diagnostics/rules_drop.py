@@ -5,7 +5,8 @@ that collapses before it gained anything, or below where it started, said nothin
 forms measure a fall against the reward's own recent level and its own step noise instead:
 
 - **collapse** (critical): the median of the last ``drop_points`` points lies at least
-  ``drop_sigmas`` noise σ below the median of the ``drop_reference`` points before them.
+  ``drop_sigmas`` noise σ below the median of the ``drop_reference`` points before them (points
+  of a per-step log: a sparser log uses as many steps' worth, `collapse_windows`).
   The median needs most of those points down, so one bad batch does not page anyone; σ is the
   larger of the reference window's robust step noise (first differences, blind to a trend) and
   the robust spread of its values over the 3 reference windows before the fall (a wandering,
@@ -36,6 +37,7 @@ from grposcope.diagnostics.data import RunData, component_keys
 from grposcope.diagnostics.memo import scope
 from grposcope.diagnostics.signal import noise_sd, r
 from grposcope.diagnostics.types import Sub
+from grposcope.dynamics.smoothing import step_spacing
 
 Params = dict[str, float]
 _DRIFT_CHECKS = 400
@@ -75,7 +77,7 @@ def _collapse(key: str, s: np.ndarray, v: np.ndarray, p: Params,
               kept: dict | None = None) -> Sub | None:  # fmt: skip
     """The collapse sub; ``kept`` carries the windows of an earlier evaluation (window j reads
     points up to j + m + ref_n − 1 only, memo.py), so a refit computes its new windows."""
-    m, ref_n = int(p["drop_points"]), int(p["drop_reference"])
+    m, ref_n = collapse_windows(s, p)
     if v.size < m + ref_n:
         return None
     rows = v.size - (m + ref_n) + 1  # row j ends at j + m + ref_n − 1
@@ -109,6 +111,23 @@ def _collapse(key: str, s: np.ndarray, v: np.ndarray, p: Params,
                              "reference_steps": [int(s[j]), int(s[j + ref_n - 1])]}}  # fmt: skip
 
     return s, level, evidence, False
+
+
+# The fewest points the collapse's windows shrink to on a sparse log: a median of 3 still
+# needs two of them down, and 8 reference points still give a step-noise estimate.
+MIN_DROP_POINTS, MIN_REFERENCE_POINTS = 3, 8
+
+
+def collapse_windows(s: np.ndarray, p: Params) -> tuple[int, int]:
+    """(recent points, reference points) of the collapse form. Its windows are points of a
+    series logged every step; a series logged every k steps (TRL's default `logging_steps`
+    is 10, each point the mean of k steps) spans the same steps with k times fewer points, to
+    a floor of MIN_DROP_POINTS and MIN_REFERENCE_POINTS: at 25 points a run logged every 10
+    steps could not be judged before step 250."""
+    spacing = max(1.0, step_spacing(s)) if s.size > 1 else 1.0
+    m = max(MIN_DROP_POINTS, int(round(p["drop_points"] / spacing)))
+    ref_n = max(MIN_REFERENCE_POINTS, int(round(p["drop_reference"] / spacing)))
+    return min(m, int(p["drop_points"])), min(ref_n, int(p["drop_reference"]))
 
 
 def _windows(v: np.ndarray, m: int, ref_n: int, first: int,
@@ -186,11 +205,13 @@ def _flatline(key: str, s: np.ndarray, v: np.ndarray, p: Params,
         median, share = per_streak[start]
         if v[i] >= median:
             continue
-        if share**streak <= p["flatline_chance"]:
+        # the chance of such a streak starting at any of the start + 1 places it could have
+        chance = share**streak * (start + 1)
+        if chance <= p["flatline_chance"]:
             level[i] = 3
             facts[i] = {"key": key, "value": r(float(v[i])), "points": streak,
                         "since_step": int(s[start]), "earlier_median": r(median),
-                        "chance": float(f"{share**streak:.2g}")}  # fmt: skip
+                        "chance": float(f"{chance:.2g}")}  # fmt: skip
     if kept is not None:
         kept[state] = (v.size, level.copy(), dict(facts), start)
 

@@ -14,6 +14,7 @@ from grposcope.diagnostics.memo import scope
 from grposcope.diagnostics.merge import merge
 from grposcope.diagnostics.rules_drop import reward_drops
 from grposcope.diagnostics.rules_fall import reward_fall
+from grposcope.diagnostics.rules_nograd import no_gradient
 from grposcope.diagnostics.rules_overshoot import overshoot
 from grposcope.diagnostics.rules_precursor import precursors
 from grposcope.diagnostics.signal import (
@@ -28,7 +29,7 @@ Params = dict[str, float]
 
 
 def dynamical_instability(data: RunData, p: Params) -> Trace | str:
-    drops = reward_drops(data, p)
+    drops = [*reward_drops(data, p), no_gradient(data, p)]
     early = precursors(data, p)
     subs = [
         _non_finite(data),
@@ -46,7 +47,7 @@ def dynamical_instability(data: RunData, p: Params) -> Trace | str:
         return "no reward, loss, grad_norm or fit to judge yet"
     # a NaN, a collapse already confirmed over its own points, and a precursor (a trailing
     # median: most of its points already agree) open without the window
-    confirmed = [*drops, *early]
+    confirmed = [d for d in (*drops, *early) if d is not None]
     instant = tuple(s for s in subs if s[3] or any(s is d for d in confirmed))
     return merge(subs, instant_subs=instant)
 
@@ -60,7 +61,9 @@ def dynamical_instability(data: RunData, p: Params) -> Trace | str:
 GRAD_SKIP_RUN = 10
 
 
-def _non_finite(data: RunData) -> Sub | None:
+def _non_finite_hits(data: RunData) -> tuple[dict[int, list[str]], set[int]]:
+    """The steps the NaN/Inf sub-condition holds at, each with the keys that were non-finite
+    there, and which of them are grad_norm's skipped-step runs."""
     keys = [k for k in (data.reward_key, first_key(data, LOSS_KEYS)) if k and k in data.series]
     hits: dict[int, list[str]] = {}
     for key in keys:
@@ -70,6 +73,19 @@ def _non_finite(data: RunData) -> Sub | None:
     skipped = _skipped_steps(data, set(hits))
     for step in skipped:
         hits.setdefault(step, []).append(first_key(data, GRAD_NORM_KEYS))  # type: ignore[arg-type]
+    return hits, skipped
+
+
+def first_non_finite(data: RunData, start: int, end: int) -> tuple[int, list[str]] | None:
+    """The first step in ``[start, end]`` where the NaN/Inf sub-condition holds, with its
+    keys: for an episode's message, the step the trouble began (its evidence is the latest)."""
+    hits, _ = _non_finite_hits(data)
+    inside = [step for step in hits if start <= step <= end]
+    return (min(inside), hits[min(inside)]) if inside else None
+
+
+def _non_finite(data: RunData) -> Sub | None:
+    hits, skipped = _non_finite_hits(data)
     if not hits:
         return (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int8), lambda i: {}, True)
     steps = np.array(sorted(hits), dtype=np.int64)

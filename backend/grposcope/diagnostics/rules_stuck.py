@@ -9,7 +9,8 @@ whose update does nothing (learning rate far too small, frozen weights, adapters
 keeps its KL to the reference near zero, while a learning run's KL grows by orders of
 magnitude within tens of steps (docs/alerts.md has the per-run figures). So the form needs
 both, after ``no_gain_steps`` steps: no significant gain, and a trailing median KL under
-``kl_floor``. Without a KL series it is not evaluated (the fit-based form still is).
+``kl_floor``, or no gradient at all (grad_norm exactly 0 over the window, `rules_nograd`).
+With neither series it is not evaluated (the fit-based form still is).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import numpy as np
 from grposcope.diagnostics.data import KL_KEYS, RunData
 from grposcope.diagnostics.memo import scope
 from grposcope.diagnostics.rules_fall import reward_fall_arrays
+from grposcope.diagnostics.rules_nograd import frozen
 from grposcope.diagnostics.signal import level_at, points, r, trailing_median
 from grposcope.diagnostics.types import Sub
 
@@ -26,28 +28,35 @@ Params = dict[str, float]
 
 
 def no_learning(data: RunData, p: Params) -> Sub | None:
-    """Warning where the reward has not risen significantly and the policy is not moving."""
+    """Warning where the reward has not risen significantly and the policy is not moving: its
+    KL under the floor, or no gradient at all (grad_norm exactly 0 over the trailing window,
+    `rules_nograd.frozen`: every group scored alike, e.g. a reward function that gives every
+    completion the same score, with TRL's default β = 0, which logs no KL)."""
     kl_key = next((k for k in KL_KEYS if k in data.series), None)
     reward = data.finite(data.reward_key)
-    if p["no_gain_steps"] <= 0 or reward is None or kl_key is None:
+    if p["no_gain_steps"] <= 0 or reward is None:
         return None
     s, v = reward
-    ks, kv = data.finite(kl_key)  # type: ignore[misc]
     w = points(p["smooth_window"], s)
-    if s.size < 2 * w or ks.size == 0:
+    if s.size < 2 * w:
         return None
+    kl, still = _kl_still(data, kl_key, s, p)
+    grad_frozen, grad_key = frozen(data, w, s)
+    if kl_key is None and not grad_frozen.any():
+        return None  # nothing says whether the policy moves (and no sub: the fits' grid stays)
     f = reward_fall_arrays(data, s, v, w, float(p["min_gain_sigmas"]))
-    kl_kept = scope(data.memo, ("kl", kl_key), ks, kv)  # earlier refits' medians (memo.py)
-    kl = level_at(ks, trailing_median(np.abs(kv), points(p["smooth_window"], ks), kl_kept), s)
-    old_enough = (s - s[0] >= p["no_gain_steps"]) & (s >= ks[0])
+    old_enough = s - s[0] >= p["no_gain_steps"]
     flat = (np.arange(s.size) >= w - 1) & (f["gain"] <= f["bar"])
-    level = np.where(old_enough & flat & (kl < p["kl_floor"]), 2, 0).astype(np.int8)
+    level = np.where(old_enough & flat & (still | grad_frozen), 2, 0).astype(np.int8)
 
     def evidence(i: int) -> dict:
         out = {"reward_start": r(f["start"]), "reward_best": r(f["peak"][i]),
                "gain_needed": r(f["bar"][i]), "steps_without_gain": int(s[i] - s[0]),
-               "kl_key": kl_key, "kl_median": r(kl[i], 6), "kl_floor": p["kl_floor"],
                "step_window": [int(s[0]), int(s[i])]}  # fmt: skip
+        if kl_key is not None:
+            out.update(kl_key=kl_key, kl_median=r(kl[i], 6), kl_floor=p["kl_floor"])
+        if grad_frozen[i]:
+            out.update(grad_norm_key=grad_key, grad_norm_zero_points=w)
         if data.total_steps and data.total_steps > s[i]:
             left = int(data.total_steps - s[i])
             out.update(total_steps=data.total_steps, steps_saved_by_stopping=left,
@@ -55,3 +64,18 @@ def no_learning(data: RunData, p: Params) -> Sub | None:
         return out
 
     return s, level, evidence, False
+
+
+def _kl_still(
+    data: RunData, kl_key: str | None, s: np.ndarray, p: Params
+) -> tuple[np.ndarray, np.ndarray]:
+    """(trailing median KL, under its floor) at the reward's steps; all False without a KL
+    series or before its first point."""
+    kl = np.full(s.size, np.nan)
+    got = data.finite(kl_key) if kl_key is not None else None
+    if got is None or got[0].size == 0:
+        return kl, np.zeros(s.size, dtype=bool)
+    ks, kv = got
+    kl_kept = scope(data.memo, ("kl", kl_key), ks, kv)  # earlier refits' medians (memo.py)
+    kl = level_at(ks, trailing_median(np.abs(kv), points(p["smooth_window"], ks), kl_kept), s)
+    return kl, (s >= ks[0]) & (kl < p["kl_floor"])

@@ -9,10 +9,10 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import and_, or_, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -171,7 +171,7 @@ class FitWorker:
                     outcomes = diagnose(session, run, self.settings.stall_after_s, memo=memo,
                                         loaded=loaded)  # fmt: skip
                     self.memos.put(run.id, memo)
-                    apply_outcomes(session, run, outcomes, self.settings.base_url)
+                    apply_outcomes(session, run, outcomes, self.settings.dashboard_base_url)
             except Exception:  # noqa: BLE001 - keep the snapshots even if a rule fails
                 log.exception("run %s: diagnostics failed", run_id)
 
@@ -192,23 +192,28 @@ class FitWorker:
 
         return annotate
 
-    def sweep_stalled(self) -> int:
-        """Running runs silent longer than their stall limit become `stalled`, with an alert."""
+    def sweep_stalled(self, now: datetime | None = None) -> int:
+        """Running runs silent longer than their stall limit become `stalled`, with an alert.
+        A run that never sent data (registered, then its trainer died loading the model) is
+        silent since its registration: ``created_at`` stands in for ``last_seen_at``."""
         with session_scope(self.factory) as session:
             limit = _smallest_stall_limit(session, self.settings.stall_after_s)
-            cutoff = utcnow() - timedelta(seconds=limit)
-            query = select(Run).where(Run.status == "running", Run.last_seen_at < cutoff)
+            now = now or utcnow()
+            cutoff = now - timedelta(seconds=limit)
+            silent = or_(Run.last_seen_at < cutoff,
+                         and_(Run.last_seen_at.is_(None), Run.created_at < cutoff))  # fmt: skip
+            query = select(Run).where(Run.status == "running", silent)
             if session.get_bind().dialect.name == "postgresql":
                 query = query.with_for_update(skip_locked=True, of=Run)
             n = 0
             for run in session.scalars(query.limit(200)).all():
                 outcome = stall_outcome(run, rules_config(session, run.project_id),
-                                        self.settings.stall_after_s)  # fmt: skip
+                                        self.settings.stall_after_s, now)  # fmt: skip
                 if outcome.status != "firing":
                     continue
                 run.status = "stalled"
                 run.updated_at = utcnow()
-                apply_outcomes(session, run, [outcome], self.settings.base_url)
+                apply_outcomes(session, run, [outcome], self.settings.dashboard_base_url)
                 n += 1
             return n
 

@@ -1,0 +1,80 @@
+"""No gradient: the policy has stopped changing.
+
+GRPO's update is the advantage-weighted policy gradient (plus a KL term when β > 0). Where
+every group's completions got the same reward, every advantage is 0 and, without a KL term,
+`grad_norm` is exactly 0: the optimiser step changes nothing, and the next batch is sampled
+from the same policy. A healthy run logs an exact 0 now and then (one batch of degenerate
+groups): on the real-log corpus the longest streak of a run that did not fail is 6 points (a
+2,000-step dLLM run), and 3 points on a run logged every 10 steps; the off-policy sweep's two
+collapses log 22 and 64 zeros in a row once their reward sits at 0.
+
+- **collapse form** (`dynamical_instability`, critical): a run that was updating (an earlier
+  non-zero grad_norm) logs exactly 0 for ``zero_grad_points`` points in a row spanning as many
+  steps, and its reward over that streak sits below the median of its earlier points (a floor
+  it fell to, not the ceiling of a solved training set). A tester's tiny TRL run at a learning
+  rate of 0.5 did this from its second step (entropy 0, reward 0 for 149 steps) and raised
+  nothing: the reward-drop forms need 5 to 25 earlier points.
+- **frozen policy** (`rules_stuck.no_learning`): the trailing grad_norm is all zeros, read as
+  "the policy is not moving" as a KL under its floor is; a reward function that scores every
+  completion the same from the first step, with TRL's default β = 0 (no KL logged), raised
+  only an info.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from grposcope.diagnostics.data import GRAD_NORM_KEYS, RunData, first_key
+from grposcope.diagnostics.signal import r
+from grposcope.diagnostics.types import Sub
+
+Params = dict[str, float]
+
+
+def zero_streaks(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(start, length) of the run of exact zeros ending at each index (length 0 where v ≠ 0);
+    start is the index of the streak's first zero."""
+    idx = np.arange(v.size)
+    last_nonzero = np.maximum.accumulate(np.where(v != 0, idx, -1)) if v.size else idx
+    return last_nonzero + 1, idx - last_nonzero
+
+
+def no_gradient(data: RunData, p: Params) -> Sub | None:
+    """Critical where grad_norm has been exactly 0 for ``zero_grad_points`` points (and steps)
+    after the run had updated, with the reward below its earlier median."""
+    key = first_key(data, GRAD_NORM_KEYS)
+    grad, reward = data.finite(key), data.finite(data.reward_key)
+    if key is None or grad is None or reward is None:
+        return None
+    s, g = grad
+    rs, rv = reward
+    n = int(p["zero_grad_points"])
+    start, length = zero_streaks(g)
+    first = np.clip(start, 0, max(s.size - 1, 0))
+    long = (length >= n) & (start > 0) & (s - s[first] + 1 >= n)
+    level = np.zeros(s.size, dtype=np.int8)
+    facts: dict[int, dict] = {}
+    for i in np.flatnonzero(long):
+        begin = int(s[start[i]])
+        before, during = rv[rs < begin], rv[(rs >= begin) & (rs <= s[i])]
+        if before.size and during.size and during.mean() < np.median(before):
+            level[i] = 3
+            facts[int(i)] = {"no_gradient": {
+                "key": key, "zero_since_step": begin, "points": int(length[i]),
+                "reward_level": r(float(during.mean())),
+                "reward_median_before": r(float(np.median(before)))}}  # fmt: skip
+    return s, level, lambda i: facts.get(int(i), {}), False
+
+
+def frozen(data: RunData, width: int, at: np.ndarray) -> tuple[np.ndarray, str | None]:
+    """At each step of ``at``: whether the last ``width`` grad_norm points up to it are all
+    exactly 0 (the policy gets no update), and the key read (None without one)."""
+    key = first_key(data, GRAD_NORM_KEYS)
+    grad = data.finite(key)
+    if key is None or grad is None or grad[0].size == 0:
+        return np.zeros(at.size, dtype=bool), None
+    s, g = grad
+    _, length = zero_streaks(g)
+    i = np.searchsorted(s, at, side="right") - 1
+    ok = i >= 0
+    return ok & (length[np.clip(i, 0, None)] >= max(1, width)), key

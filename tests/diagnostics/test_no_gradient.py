@@ -1,0 +1,76 @@
+"""No gradient (rules_nograd): a run whose grad_norm is exactly 0, every group scoring alike.
+
+Both cases a tester met with a tiny TRL GRPOTrainer (β = 0, so no KL logged): a learning rate of
+0.5 that killed the policy at its first step (reward 0.125, then exactly 0, entropy 0 and
+grad_norm 0 for 149 steps), and a reward function that gives every completion 1.0. Each raised
+only an info."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from grposcope.diagnostics import RunData
+from grposcope.diagnostics.engine import evaluate
+from grposcope.diagnostics.params import defaults
+
+S = np.arange(1, 151)
+
+
+def _judge(kind: str, reward: np.ndarray, grad: np.ndarray):
+    data = RunData({"reward": (S, reward), "grad_norm": (S, grad)}, "reward", total_steps=150)
+    return evaluate(kind, data, defaults(kind))
+
+
+def test_a_policy_killed_at_its_first_step_is_critical_within_ten_points() -> None:
+    reward, grad = np.zeros(S.size), np.zeros(S.size)
+    reward[0], grad[0] = 0.125, 3.7
+    out = _judge("dynamical_instability", reward, grad)
+    assert out.severity == "critical" and out.current.opened_step == 11
+    assert out.message.startswith("grad_norm has been exactly 0 for 149 points since step 2")
+
+
+def test_zero_gradients_at_a_solved_ceiling_or_in_short_streaks_are_not_a_collapse() -> None:
+    rng = np.random.default_rng(0)
+    rising = np.minimum(1.0, 0.2 + S / 60) + rng.normal(0, 0.02, S.size)
+    grad = 0.5 + rng.random(S.size)
+    solved, ceiling = rising.copy(), grad.copy()
+    solved[100:], ceiling[100:] = 1.0, 0.0  # every group scores 1: nothing left to learn
+    assert _judge("dynamical_instability", solved, ceiling).severity != "critical"
+    short = grad.copy()
+    for start in range(20, 140, 20):
+        short[start : start + 6] = 0.0  # a few degenerate batches in a row (the corpus: ≤ 6)
+    assert _judge("dynamical_instability", rising, short).severity != "critical"
+
+
+def test_a_reward_that_never_varies_reads_not_learning_without_a_kl_series() -> None:
+    out = _judge("plateau_reached", np.ones(S.size), np.zeros(S.size))
+    assert out.severity == "warning"
+    assert 50 <= out.current.opened_step <= 70
+    assert "the policy gets no update (grad_norm exactly 0" in out.message
+    assert out.evidence["grad_norm_key"] == "grad_norm"
+    moving = np.full(S.size, 0.3)  # the same flat reward with a gradient: nothing says stop
+    assert _judge("plateau_reached", np.ones(S.size), moving).status != "firing"
+
+
+# A healthy tiny TRL run (1 prompt × 4 completions a step, rewards in sixteenths): the reward
+# was 0 on 17 of its first 77 steps, then on 7 in a row (steps 78–84), then recovered.
+TINY = [0.125, 0.125, 0.0625, 0.0625, 0.125, 0.25, 0.125, 0.0625, 0.0, 0.125, 0.125, 0.0, 0.1875,
+        0.0, 0.0, 0.0, 0.3125, 0.3125, 0.0, 0.25, 0.625, 0.25, 0.25, 0.0, 0.0, 0.125, 0.0, 0.3125,
+        0.0, 0.25, 0.3125, 0.0, 0.0, 0.3125, 0.0, 0.25, 0.125, 0.75, 0.375, 0.3125, 0.1875, 0.3125,
+        0.125, 0.0, 0.125, 0.5, 0.3125, 0.125, 0.25, 0.3125, 0.3125, 0.125, 0.125, 0.1875, 0.1875,
+        0.375, 0.25, 0.0, 0.375, 0.1875, 0.0, 0.125, 0.25, 0.375, 0.375, 0.4375, 0.25, 0.0, 0.3125,
+        0.5625, 0.625, 0.3125, 0.25, 0.25, 0.3125, 0.625, 0.25, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0,
+        0.0625, 0.0, 0.0, 0.5, 0.0, 0.4375, 0.5, 0.0, 0.0, 0.3125, 0.25, 0.25, 0.125, 0.75,
+        0.25]  # fmt: skip
+
+
+def test_a_floor_streak_its_own_history_explains_is_not_a_collapse() -> None:
+    """Seven zeros in a row have an i.i.d. chance of 3 × 10⁻⁵ at its 23 % share of zeros, but
+    such a streak could have started at any of 78 places: 2.5 × 10⁻³ that one does. Judged
+    per place it read critical ("no learning signal left") and a `stop_on` stopped the run."""
+    s = np.arange(1, len(TINY) + 1)
+    reward = np.array(TINY)
+    series = {"reward": (s, reward), "rewards/sum_digits_reward/mean": (s, reward)}
+    out = evaluate("dynamical_instability", RunData(series, "reward"),
+                   defaults("dynamical_instability"))  # fmt: skip
+    assert all(e.severity != "critical" for e in out.episodes)
