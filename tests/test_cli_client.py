@@ -217,3 +217,17 @@ def test_a_server_that_is_not_grposcope_is_explained(tmp_path: Path):
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+def test_runs_list_shows_whole_names(live_server: LiveServer):
+    """Names cut at 32 characters made a sweep's runs read as one in the table."""
+    token = live_server.token("sweep", "writer")
+    names = [f"shibukizero_qwen2.5-math-1.5b_math_cs336grpo_offpolicy-e{e}-tb256" for e in (2, 16)]
+    for name in names:
+        httpx.post(f"{live_server.url}/api/v1/runs", headers={"Authorization": f"Bearer {token}"},
+                   json={"project": "offpolicy", "name": name}).raise_for_status()  # fmt: skip
+    out = cli("runs", "list", env={"GRPOSCOPE_URL": live_server.url, "GRPOSCOPE_TOKEN": token})
+    assert out.returncode == 0, out.stderr
+    rows = out.stdout.splitlines()
+    assert rows[0].split()[:4] == ["id", "team", "project", "name"]
+    assert sorted(row.split()[3] for row in rows[1:]) == sorted(names)

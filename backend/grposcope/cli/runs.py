@@ -54,13 +54,20 @@ def list_runs(args: argparse.Namespace) -> int:
     if args.json:
         print_json(runs)
         return 0
-    print(f"{'id':>5}  {'team':<12} {'project':<16} {'name':<32} {'status':<9} {'step':>7} "
-          f"{'reward':>8} alerts")  # fmt: skip
+    # Columns as wide as their longest entry: names cut at a fixed width made the five runs
+    # of one sweep ("shibukizero_qwen2.5-math-1.5b_ma…") read as one.
+    team, project, name = (_width(runs, k) for k in ("team", "project", "name"))
+    print(f"{'id':>5}  {'team':<{team}} {'project':<{project}} {'name':<{name}} {'status':<9} "
+          f"{'step':>7} {'reward':>8} alerts")  # fmt: skip
     for r in runs:
-        print(f"{r['id']:>5}  {r['team'][:12]:<12} {r['project'][:16]:<16} {r['name'][:32]:<32} "
+        print(f"{r['id']:>5}  {r['team']:<{team}} {r['project']:<{project}} {r['name']:<{name}} "
               f"{r['status']:<9} {_or_dash(r['last_step']):>7} {_number(r['reward']):>8} "
               f"{r['open_alerts']}")  # fmt: skip
     return 0
+
+
+def _width(rows: list[dict], key: str) -> int:
+    return max([len(key), *(len(str(r[key])) for r in rows)])
 
 
 def _or_dash(value: object) -> str:
