@@ -184,6 +184,23 @@ def test_an_eval_logged_before_step_0_is_left_out_and_said(live_server, tmp_path
     assert _series(http, got["id"], "reward")["reward"][39] == 0.39
 
 
+def test_a_file_imported_again_under_another_name_says_where_it_went(
+    live_server, tmp_path: Path
+) -> None:
+    """The run key is the file's digest: `--run other` on a file already imported added to the
+    old run and kept its name without a word."""
+    env, http = _client(live_server)
+    path = tmp_path / "tiny.csv"
+    path.write_text("step,reward\n" + "".join(f"{s},{s / 100}\n" for s in range(1, 31)))
+    first = cli("import", str(path), "--project", "again", "--json", env=env)
+    assert first.returncode == 0, first.stderr
+    again = cli("import", str(path), "--project", "again", "--run", "other", "--json", env=env)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["id"] == json.loads(first.stdout)["id"]
+    assert "was imported before, as run" in again.stderr
+    assert "'other' is not applied" in again.stderr
+
+
 def test_a_log_without_a_reward_is_stored_and_said(live_server, tmp_path: Path) -> None:
     """Its other series are worth keeping, but a run with nothing to fit must not look like
     one waiting for its first fit: stderr says no series is the reward."""

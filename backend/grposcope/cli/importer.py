@@ -67,6 +67,11 @@ def run(args: argparse.Namespace) -> int:
     if args.team:
         body["team"] = args.team
     run_obj = client.post("/runs", json=body)
+    if run_obj["name"] != body["name"]:  # the same file, imported before under another name
+        print(f"grposcope: {path} was imported before, as run {run_obj['id']} "
+              f"{run_obj['name']!r}: the import goes on there (an import is idempotent per "
+              f"file and project), so the name {body['name']!r} is not applied",
+              file=sys.stderr)  # fmt: skip
     inserted = duplicates = 0
     with ProgressBar("import", total=len(records), unit="step") as bar:  # on a terminal only
         for start in range(0, len(records), STEPS_PER_BATCH):
