@@ -32,7 +32,7 @@ def create_or_resume(session: Session, principal: Principal, body: RunCreate) ->
     accounts.require_writer(principal)
     team_name = body.team or principal.team
     if team_name != principal.team and not principal.is_admin:
-        raise Forbidden(f"a {principal.team!r} token cannot write into team {team_name!r}")
+        raise Forbidden(f"a token of team {principal.team!r} cannot write into team {team_name!r}")
     team = accounts.ensure_team(session, team_name)
     project_name = accounts.validate_name(body.project, "project")
     project = repo.ensure_project(session, team.id, project_name)
@@ -68,7 +68,7 @@ def get_run_for_write(session: Session, principal: Principal, run_id: int) -> Ru
     if run.project.team_id != principal.team_id and not principal.is_admin:
         raise Forbidden(
             f"run {run_id} belongs to team {run.project.team.name!r}; "
-            f"a {principal.team!r} token cannot write into it"
+            f"a token of team {principal.team!r} cannot write into it"
         )
     return run
 
