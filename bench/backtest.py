@@ -5,6 +5,7 @@
     python bench/backtest.py --learn FOLDER...   # learn the mix weights and κ, held out by family
     python bench/backtest.py --stack third FOLDER...  # stacking the bare exponential on the mix
     python bench/backtest.py --plateau FOLDER...  # the plateau interval against where runs ended
+    python bench/backtest.py --log-every 10 FOLDER...  # the runs as TRL logs them by default
 
 Every run is cut at 20, 30, … 70 % of its points; from the prefix, each forecaster predicts the
 mean reward over two horizons: the next 10 % of points and the last 20 %. Errors are in units
@@ -47,7 +48,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from corpus import Run, load_runs, require_runs  # noqa: E402
+from corpus import Run, load_runs, logged_every, require_runs  # noqa: E402
 
 from grposcope.dynamics import fit as fit_module  # noqa: E402
 from grposcope.dynamics import fit_priors  # noqa: E402
@@ -604,6 +605,9 @@ def main() -> int:
         action="store_true",
         help="calibrate the plateau's interval on where runs ended",
     )
+    parser.add_argument("--log-every", type=int, default=1, metavar="K",
+                        help="score each run as logged every K steps (means between logs, as "
+                        "TRL's logging_steps; its GRPOConfig's default is 10)")  # fmt: skip
     args = parser.parse_args()
     missing = [str(f) for f in args.folders if not f.is_dir()]
     if missing:
@@ -612,6 +616,7 @@ def main() -> int:
     runs = load_runs(args.folders)
     if not require_runs(runs, args.folders):
         return 2
+    runs = [logged_every(run, args.log_every) for run in runs]
     all_cases = cases(runs)
     families = len({r.family for r in runs})
     print(f"{len(runs)} runs, {families} families, {len(all_cases)} forecasts")
