@@ -49,10 +49,12 @@ def no_gradient(data: RunData, p: Params) -> Sub | None:
     s, g = grad
     rs, rv = reward
     n = int(p["zero_grad_points"])
+    level = np.zeros(s.size, dtype=np.int8)
+    if not (g == 0).any():  # most runs: no exact zero at all (one pass, no streak arrays)
+        return s, level, lambda i: {}, False
     start, length = zero_streaks(g)
     first = np.clip(start, 0, max(s.size - 1, 0))
     long = (length >= n) & (start > 0) & (s - s[first] + 1 >= n)
-    level = np.zeros(s.size, dtype=np.int8)
     facts: dict[int, dict] = {}
     for i in np.flatnonzero(long):
         begin = int(s[start[i]])
@@ -74,6 +76,8 @@ def frozen(data: RunData, width: int, at: np.ndarray) -> tuple[np.ndarray, str |
     if key is None or grad is None or grad[0].size == 0:
         return np.zeros(at.size, dtype=bool), None
     s, g = grad
+    if not (g == 0).any():
+        return np.zeros(at.size, dtype=bool), key  # no exact zero: nothing is frozen
     _, length = zero_streaks(g)
     i = np.searchsorted(s, at, side="right") - 1
     ok = i >= 0
