@@ -54,18 +54,31 @@ def no_gradient(data: RunData, p: Params) -> Sub | None:
         return s, level, lambda i: {}, False
     start, length = zero_streaks(g)
     first = np.clip(start, 0, max(s.size - 1, 0))
-    long = (length >= n) & (start > 0) & (s - s[first] + 1 >= n)
-    facts: dict[int, dict] = {}
-    for i in np.flatnonzero(long):
-        begin = int(s[start[i]])
-        before, during = rv[rs < begin], rv[(rs >= begin) & (rs <= s[i])]
-        if before.size and during.size and during.mean() < np.median(before):
-            level[i] = 3
-            facts[int(i)] = {"no_gradient": {
-                "key": key, "zero_since_step": begin, "points": int(length[i]),
-                "reward_level": r(float(during.mean())),
-                "reward_median_before": r(float(np.median(before)))}}  # fmt: skip
-    return s, level, lambda i: facts.get(int(i), {}), False
+    idx = np.flatnonzero((length >= n) & (start > 0) & (s - s[first] + 1 >= n))
+    if idx.size == 0:
+        return s, level, lambda i: {}, False
+    # The reward over each streak so far (cumulative sums) against the median of the points
+    # before it (one median per streak: a dead run's streak covers every later checkpoint, and
+    # masking the reward at each of them was quadratic in the run's length).
+    begins = s[start[idx]]
+    lo = np.searchsorted(rs, begins, side="left")  # reward points before the streak: rv[:lo]
+    hi = np.searchsorted(rs, s[idx], side="right")
+    sums = np.concatenate([[0.0], np.cumsum(rv)])
+    during = (sums[hi] - sums[lo]) / np.maximum(hi - lo, 1)
+    medians = {int(k): float(np.median(rv[:k])) for k in np.unique(lo) if k > 0}
+    before = np.array([medians.get(int(k), np.nan) for k in lo])
+    hit = (lo > 0) & (hi > lo) & (during < before)
+    level[idx[hit]] = 3
+
+    def evidence(i: int) -> dict:
+        j = int(np.searchsorted(idx, i))
+        if j >= idx.size or idx[j] != i or not hit[j]:
+            return {}
+        return {"no_gradient": {"key": key, "zero_since_step": int(begins[j]),
+                                "points": int(length[i]), "reward_level": r(float(during[j])),
+                                "reward_median_before": r(float(before[j]))}}  # fmt: skip
+
+    return s, level, evidence, False
 
 
 def frozen(data: RunData, width: int, at: np.ndarray) -> tuple[np.ndarray, str | None]:
