@@ -194,3 +194,40 @@ def test_each_retry_is_a_claim_the_rate_limit_counts(api, answer):
     finally:
         deliverer.close()
     assert len(rx.calls) == 7
+
+
+def test_a_failed_delivery_can_be_sent_again_once_the_receiver_is_fixed(api):
+    """After the schedule ran out (the receiver was down for the whole 15 minutes), the
+    on-call fixes it and asks for the page again: the same delivery (id, body) goes out on a
+    fresh schedule. Only a failed delivery: a delivered one is refused with 409."""
+    clock = Clock()
+    fixed_at = 2000.0
+    rx = Scripted(clock, lambda at: 503 if at < fixed_at else 200)
+    hook = _hook_id(api, "https://pager.example.com/hook")
+    (delivery,) = _add(api, hook)
+    url = f"/api/v1/webhooks/{hook}/deliveries/{delivery}/redeliver"
+    deliverer = _deliverer(api.client.app.state.session_factory, clock, rx.transport,
+                           max_attempts=2)  # fmt: skip
+    try:
+        deliverer.dispatch(wait=True)
+        clock.advance(5)
+        deliverer.dispatch(wait=True)
+        assert _rows(api)[delivery].status == "failed"
+        writer = api.client.post(url, headers=api.headers(api.alpha))
+        assert writer.status_code == 403  # admin only, as the delivery log is
+        clock.now = T0 + timedelta(seconds=fixed_at)
+        again = api.client.post(url, headers=api.headers(api.admin))
+        assert again.status_code == 200, again.text
+        body = again.json()
+        assert (body["id"], body["status"], body["attempts"]) == (delivery, "pending", 0)
+        assert deliverer.dispatch(wait=True) == 1
+    finally:
+        deliverer.close()
+    assert [d for _, d in rx.calls] == [str(delivery)] * 3  # one id across every attempt
+    row = _rows(api)[delivery]
+    assert row.status == "delivered" and row.response_code == 200
+    twice = api.client.post(url, headers=api.headers(api.admin))
+    assert twice.status_code == 409 and "delivered" in twice.text
+    other = api.client.post(f"/api/v1/webhooks/{hook}/deliveries/{delivery + 99}/redeliver",
+                            headers=api.headers(api.admin))  # fmt: skip
+    assert other.status_code == 404

@@ -13,6 +13,7 @@ from grposcope.alerts.schemas import (
     AlertList,
     AlertOut,
     DeliveryList,
+    DeliveryOut,
     Diagnostics,
     RuleIn,
     RuleList,
@@ -105,6 +106,17 @@ def deliveries(
 ) -> dict[str, Any]:  # fmt: skip
     """The delivery log of a webhook, newest first (admin)."""
     return service.deliveries(session, principal, webhook_id, limit)
+
+
+@router.post(
+    "/webhooks/{webhook_id}/deliveries/{delivery_id}/redeliver", response_model=DeliveryOut
+)
+def redeliver(
+    webhook_id: Int64, delivery_id: Int64, session: SessionDep, principal: AdminDep
+) -> dict[str, Any]:
+    """Send a failed delivery again, same body and delivery id, on a fresh retry schedule
+    (admin); 409 unless it is ``failed``."""
+    return service.redeliver(session, principal, webhook_id, delivery_id)
 
 
 @router.get("/runs/{run_id}/diagnostics", response_model=Diagnostics)

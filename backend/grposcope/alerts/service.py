@@ -15,8 +15,17 @@ from grposcope.alerts.diagnose import diagnose
 from grposcope.alerts.schemas import RuleIn, WebhookIn
 from grposcope.db import count_rows
 from grposcope.diagnostics.params import KINDS, defaults, effective_params, validate_params
-from grposcope.errors import InvalidInput, NotFound, ProjectNotFound
-from grposcope.models import Alert, AlertRule, Project, Run, Team, Webhook, utcnow
+from grposcope.errors import Conflict, InvalidInput, NotFound, ProjectNotFound
+from grposcope.models import (
+    Alert,
+    AlertRule,
+    Project,
+    Run,
+    Team,
+    Webhook,
+    WebhookDelivery,
+    utcnow,
+)
 from grposcope.runs import service as runs
 
 STATES = ("open", "acknowledged", "resolved")
@@ -166,9 +175,34 @@ def deliveries(session: Session, principal: Principal, webhook_id: int, limit: i
     if not 1 <= limit <= 1000:
         raise InvalidInput("limit must be between 1 and 1000")
     rows = repo.deliveries(session, webhook_id, limit)
-    keys = ("id", "webhook_id", "alert_id", "event", "status", "attempts", "response_code",
-            "last_error", "created_at", "delivered_at", "next_attempt_at")  # fmt: skip
-    return {"items": [{k: getattr(d, k) for k in keys} for d in rows]}
+    return {"items": [_delivery_out(d) for d in rows]}
+
+
+_DELIVERY_KEYS = ("id", "webhook_id", "alert_id", "event", "status", "attempts", "response_code",
+                  "last_error", "created_at", "delivered_at", "next_attempt_at")  # fmt: skip
+
+
+def _delivery_out(d: WebhookDelivery) -> dict[str, Any]:
+    return {k: getattr(d, k) for k in _DELIVERY_KEYS}
+
+
+def redeliver(session: Session, principal: Principal, webhook_id: int, delivery_id: int) -> dict:
+    """Send a failed delivery again, on a fresh retry schedule and with the same delivery id
+    (its body is what was first sent): the on-call fixed the receiver after the ~15 minutes of
+    retries ran out, and the page it missed is still worth having. Only a ``failed`` delivery:
+    a pending or sending one is on its way, a delivered one arrived."""
+    hook = get_webhook(session, principal, webhook_id)
+    delivery = session.get(WebhookDelivery, delivery_id)
+    if delivery is None or delivery.webhook_id != hook.id:
+        raise NotFound(f"webhook {webhook_id} has no delivery {delivery_id}")
+    if delivery.status != "failed":
+        raise Conflict(f"delivery {delivery_id} is {delivery.status}: only a failed delivery "
+                       "is sent again")  # fmt: skip
+    if not hook.enabled:
+        raise Conflict(f"webhook {webhook_id} is disabled: nothing is sent to it")
+    delivery.status, delivery.attempts, delivery.next_attempt_at = "pending", 0, None
+    session.flush()
+    return _delivery_out(delivery)
 
 
 def diagnostics(session: Session, run_id: int, stall_after_s: float) -> dict[str, Any]:
