@@ -190,3 +190,42 @@ def test_an_episode_recorded_after_the_fact_keeps_its_rules_sentence(api):
     with session_scope(factory) as session:
         stored = session.scalars(select(Alert)).one()
         assert stored.message == "(recorded after the fact) entropy is falling fast"
+
+
+def test_a_critical_episode_between_two_refits_of_a_live_run_is_still_paged(api):
+    """A blow-up that opened and closed between two refits (a fast trainer, workers that lag)
+    is recorded after the fact and, being critical on a live run, sends `opened` then
+    `resolved`; a warning episode the same way, or any episode of an imported run (history),
+    is recorded without a page."""
+    from grposcope.alerts.lifecycle import apply_outcomes
+    from grposcope.db import session_scope
+    from grposcope.models import Run, Webhook, WebhookDelivery
+
+    live = make_run(api, api.alpha)["id"]
+    imported = make_run(api, api.alpha, name="old", run_key="key-i",
+                        config={"imported_from": "old.csv"})["id"]  # fmt: skip
+    factory = api.client.app.state.session_factory
+    with session_scope(factory) as session:
+        team_id = session.get(Run, live).project.team_id
+        session.add(Webhook(team_id=team_id, secret="s", url="http://127.0.0.1:9/h",
+                            min_severity="info", enabled=True))  # fmt: skip
+
+    def past(run_id, severity):
+        episode = Episode(40, 55, severity, {"o": 40}, 0, message="reward fell 6 sigma")
+        outcome = Outcome("dynamical_instability", "ok", "t", episodes=(episode,))
+        with session_scope(factory) as session:
+            return [e for _, e in apply_outcomes(session, session.get(Run, run_id), [outcome])]
+
+    assert past(live, "critical") == ["opened", "resolved"]
+    assert past(live, "critical") == []  # seen once: not paged again
+    assert past(imported, "critical") == []
+    other = make_run(api, api.alpha, name="warm", run_key="key-w")["id"]
+    assert past(other, "warning") == []
+    with session_scope(factory) as session:
+        sent = session.query(WebhookDelivery).order_by(WebhookDelivery.id).all()
+        assert [(d.event, d.payload["run"]["id"]) for d in sent] == [
+            ("opened", live), ("resolved", live)]  # fmt: skip
+        alert = sent[0].payload["alert"]
+        assert (alert["severity"], alert["opened_step"], alert["resolved_step"]) == (
+            "critical", 40, 55)  # fmt: skip
+        assert "reward fell 6 sigma" in alert["message"]

@@ -5,7 +5,8 @@ the worst its episode reached), webhook deliveries enqueued.
 The rules are re-evaluated over the whole history, so this only reconciles: an episode that
 is open now keeps (or gets) its open alert; an open alert whose condition has cleared is
 resolved; episodes that opened and closed between two refits (an imported run arrives in one
-batch) are recorded as already-resolved alerts, without notifications. A resolved alert whose
+batch) are recorded as already-resolved alerts, notified only when critical on a live run
+(`_record_past`). A resolved alert whose
 episode turns out, with more data, to be still going is reopened (event ``reopened``) instead
 of being counted twice. An open alert whose episode closed while a later one opened (both
 between two refits) is resolved at its episode's end and the later episode gets its own alert.
@@ -39,7 +40,7 @@ def apply_outcomes(session: Session, run: Run, outcomes: Iterable[Outcome],
             _resolve(alert, outcome)
             events.append((alert, "resolved"))
             seen, alert = max(seen or 0, alert.resolved_step or 0), None
-        _record_past(session, run, outcome, seen, alert)
+        events.extend(_record_past(session, run, outcome, seen, alert))
         if outcome.status == "firing":
             events.extend(_fire(session, run, outcome, alert))
     session.flush()
@@ -113,24 +114,34 @@ def _resolve(alert: Alert, outcome: Outcome) -> None:
 
 
 def _record_past(session: Session, run: Run, outcome: Outcome, last_seen: int | None,
-                 alert: Alert | None) -> None:  # fmt: skip
-    """Closed episodes that start after every alert of this kind become resolved alerts.
+                 alert: Alert | None) -> list[tuple[Alert, str]]:  # fmt: skip
+    """Closed episodes that start after every alert of this kind become resolved alerts;
+    returns the events to notify for them.
 
     An episode overlapping an alert already stored is the same episode seen again (fit-based
-    rules look at a sliding window of snapshots, so their opening step can move).
+    rules look at a sliding window of snapshots, so their opening step can move). A
+    *critical* one of a live run is notified (``opened`` then ``resolved``): it opened and
+    closed between two refits (a fast trainer, workers that lag), and on-call must still hear
+    of a blow-up the run came back from. An import's (``config.imported_from``) are history,
+    recorded without a page.
     """
     if alert is not None:
-        return  # an open alert spans them: it was open all along
+        return []  # an open alert spans them: it was open all along
+    page = "imported_from" not in (run.config or {})
+    events: list[tuple[Alert, str]] = []
     for ep in outcome.episodes:
         if ep.resolved_step is None or (last_seen is not None and ep.opened_step <= last_seen):
             continue
         now = utcnow()
-        session.add(Alert(run_id=run.id, kind=outcome.kind, severity=ep.severity,
-                          state="resolved", opened_step=ep.opened_step,
-                          resolved_step=ep.resolved_step, opened_at=now, updated_at=now,
-                          resolved_at=now,
-                          message=f"(recorded after the fact) {ep.message or outcome.kind}",
-                          evidence=ep.evidence))  # fmt: skip
+        past = Alert(run_id=run.id, kind=outcome.kind, severity=ep.severity, state="resolved",
+                     opened_step=ep.opened_step, resolved_step=ep.resolved_step, opened_at=now,
+                     updated_at=now, resolved_at=now,
+                     message=f"(recorded after the fact) {ep.message or outcome.kind}",
+                     evidence=ep.evidence)  # fmt: skip
+        session.add(past)
+        if page and ep.severity == "critical":
+            events += [(past, "opened"), (past, "resolved")]
+    return events
 
 
 def enqueue(session: Session, run: Run, alert: Alert, event: str, dashboard_url: str | None,
