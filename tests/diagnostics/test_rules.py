@@ -494,6 +494,31 @@ def test_collapse_with_no_prior_gain_is_critical_within_five_points():
     assert "collapsed from" in out.message
 
 
+def test_a_cluster_of_the_runs_own_outliers_warns_and_new_ground_pages():
+    """A kernel-writing task scores −9 to −13 for code that does not run, one batch in about
+    fifteen, around a typical 3 ± 2 (unslothai's gpt-oss matmul run). Three such batches in a
+    row put the median of five far below the reference — 3.3 noise σ of the typical steps —
+    yet the run had been that low three times in the 60 points before: a warning, not a page.
+    The same fall to a level the run had never reached is critical, within five points."""
+    rng = np.random.default_rng(7)
+    s = np.arange(1, 101)
+    v = 3.0 + rng.normal(0, 1.5, s.size)
+    v[[30, 45, 60]] = -11.5, -12.0, -11.8  # its usual outliers, one at a time
+    v[76:79] = -10.6, -10.7, -11.2  # three in a row
+    params = defaults("dynamical_instability")
+    out = evaluate("dynamical_instability", RunData({"reward": (s, v)}, "reward"), params)
+    collapse = [e for e in out.episodes if "collapse" in e.evidence]
+    assert collapse and all(e.severity == "warning" for e in collapse)
+    assert collapse[0].evidence["collapse"]["earlier_as_low"] >= 3
+    assert collapse[0].evidence["collapse"]["fall_sigmas"] >= 3
+    fresh = v.copy()
+    fresh[[30, 45, 60]] = 3.0  # no earlier outliers: the same dip is new ground
+    out = evaluate("dynamical_instability", RunData({"reward": (s, fresh)}, "reward"), params)
+    critical = [e for e in out.episodes if e.severity == "critical"]
+    assert critical and 77 <= critical[0].opened_step <= 81
+    assert critical[0].evidence["collapse"]["earlier_as_low"] == 0
+
+
 def test_an_observed_collapse_names_the_alert_over_a_predicted_margin():
     """The demo's warmup run: predicted past the edge early, then collapsed. Its message says
     the collapse (what happened), not the latest fit's mild margin with "instability ahead"."""

@@ -11,7 +11,9 @@ forms measure a fall against the reward's own recent level and its own step nois
   larger of the reference window's robust step noise (first differences, blind to a trend) and
   the robust spread of its values over the 3 reference windows before the fall (a wandering,
   autocorrelated reward moves more than its step-to-step differences say). It opens at once
-  (the points already confirm it), so it fires within a few logged points of the fall.
+  (the points already confirm it), so it fires within a few logged points of the fall. It is
+  a warning where the 3 reference windows already held as many values that low as the
+  recent median needs: a heavy-tailed reward's own outliers, clustered by chance.
 - **flat line at the floor** (critical): the reward (or a component) has repeated one value,
   at or below every earlier value and below their median, for so many points in a row that its
   own history makes the streak implausible as noise: with that value seen in a share f of the
@@ -84,20 +86,24 @@ def _collapse(key: str, s: np.ndarray, v: np.ndarray, p: Params,
     state = ("collapse", m, ref_n, p["drop_sigmas"])
     held = kept.get(state) if kept is not None else None
     first = min(held["rows"], rows) if held is not None else 0
-    centre, now, sigma = _windows(v, m, ref_n, first)
+    centre, now, sigma, as_low = _windows(v, m, ref_n, first)
     if held is not None and first:
         centre = np.concatenate([held["centre"][:first], centre])
         now = np.concatenate([held["now"][:first], now])
         sigma = np.concatenate([held["sigma"][:first], sigma])
+        as_low = np.concatenate([held["as_low"][:first], as_low])
     fall = centre - now
     hit = (fall > 0) & (fall >= p["drop_sigmas"] * np.maximum(sigma, 1e-12))
     prior = held["source"][:first] if held is not None else None
     source = _held(hit, now, centre - p["drop_sigmas"] * sigma, prior)
     if kept is not None:
         kept[state] = {"rows": rows, "centre": centre, "now": now, "sigma": sigma,
-                       "source": source}  # fmt: skip
+                       "as_low": as_low, "source": source}  # fmt: skip
+    # Critical where the run had fewer earlier values that low than the recent median needs
+    # (it is new ground); a warning where the run had been there as often: its outliers.
+    seen = as_low[np.maximum(source, 0)] >= (m + 1) // 2
     level = np.zeros(v.size, dtype=np.int8)
-    level[m + ref_n - 1 :] = np.where(source >= 0, 3, 0)
+    level[m + ref_n - 1 :] = np.where(source >= 0, np.where(seen, 2, 3), 0)
 
     def evidence(i: int) -> dict:
         j = int(source[i - (m + ref_n - 1)]) if i >= m + ref_n - 1 else -1
@@ -107,7 +113,7 @@ def _collapse(key: str, s: np.ndarray, v: np.ndarray, p: Params,
         sigmas = r(fall[j] / sig, 2) if sig else None
         return {"collapse": {"key": key, "reference_level": r(centre[j]), "level_now": r(now[j]),
                              "fall": r(fall[j]), "fall_sigmas": sigmas, "noise_sd": r(sig),
-                             "points": m,
+                             "points": m, "earlier_as_low": int(as_low[j]),
                              "reference_steps": [int(s[j]), int(s[j + ref_n - 1])]}}  # fmt: skip
 
     return s, level, evidence, False
@@ -131,9 +137,10 @@ def collapse_windows(s: np.ndarray, p: Params) -> tuple[int, int]:
 
 
 def _windows(v: np.ndarray, m: int, ref_n: int, first: int,
-             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
-    """Reference median, recent median and noise σ of the collapse windows from row ``first``
-    on (row-wise medians: the same numbers whether computed with the earlier rows or not)."""
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """Reference median, recent median, noise σ and the count of the 3 reference windows'
+    values at or below the recent median, of the collapse windows from row ``first`` on
+    (row-wise: the same numbers whether computed with the earlier rows or not)."""
     win = np.lib.stride_tricks.sliding_window_view(v[first:], m + ref_n)
     ref, now_w = win[:, :ref_n], win[:, ref_n:]
     centre, now = np.median(ref, axis=1), np.median(now_w, axis=1)
@@ -149,7 +156,12 @@ def _windows(v: np.ndarray, m: int, ref_n: int, first: int,
     hist = np.lib.stride_tricks.sliding_window_view(padded[first:], wide)[: centre.size]
     med = np.nanmedian(hist, axis=1, keepdims=True)
     spread = np.nanmedian(np.abs(hist - med), axis=1) / 0.6745
-    return centre, now, np.maximum(sigma, spread)
+    # How many of those earlier values lay as low as the recent median: a reward with heavy
+    # negative outliers (a kernel task's −9 to −13 for code that does not run, one batch in
+    # fifteen) sometimes puts three of five points there by chance, which no σ of its
+    # typical steps explains, but its own history does.
+    as_low = np.count_nonzero(hist <= now[:, None], axis=1)
+    return centre, now, np.maximum(sigma, spread), as_low
 
 
 def _held(hit: np.ndarray, now: np.ndarray, bar: np.ndarray,
