@@ -74,3 +74,24 @@ def test_a_floor_streak_its_own_history_explains_is_not_a_collapse() -> None:
     out = evaluate("dynamical_instability", RunData(series, "reward"),
                    defaults("dynamical_instability"))  # fmt: skip
     assert all(e.severity != "critical" for e in out.episodes)
+
+
+def test_stray_zero_gradients_on_a_log_every_10_steps_are_not_a_frozen_policy() -> None:
+    """aaipl's gpt-oss minesweeper run (TRL, logged every 10 steps, G = 2): grad_norm exactly
+    0 on a quarter of its points, in streaks of up to 3, while its noisy game reward rose
+    and fell. The not-learning form's trailing window is one point there, and it warned "the
+    policy gets no update (exactly 0 for the last 1 points)" at step 450. A streak of 5
+    logged zeros (50 steps) is what reads as frozen on such a log."""
+    s = np.arange(10, 510, 10)
+    rng = np.random.default_rng(5)
+    reward = rng.normal(0.0, 5.0, s.size)  # as noisy as the game's score: no significant gain
+    grad = 0.6 + 0.4 * rng.random(s.size)
+    for start in (5, 18, 25, 32, 42):
+        grad[start : start + 3] = 0.0
+    data = RunData({"reward": (s, reward), "grad_norm": (s, grad)}, "reward", total_steps=500)
+    assert evaluate("plateau_reached", data, defaults("plateau_reached")).status != "firing"
+    grad[40:] = 0.0  # the last 10 points: no update any more
+    data = RunData({"reward": (s, reward), "grad_norm": (s, grad)}, "reward", total_steps=500)
+    out = evaluate("plateau_reached", data, defaults("plateau_reached"))
+    assert out.status == "firing" and out.severity == "warning"
+    assert out.evidence["grad_norm_zero_points"] >= 5

@@ -81,17 +81,28 @@ def no_gradient(data: RunData, p: Params) -> Sub | None:
     return s, level, evidence, False
 
 
-def frozen(data: RunData, width: int, at: np.ndarray) -> tuple[np.ndarray, str | None]:
-    """At each step of ``at``: whether the last ``width`` grad_norm points up to it are all
-    exactly 0 (the policy gets no update), and the key read (None without one)."""
+# The fewest grad_norm points in a row at exactly 0 that read as a frozen policy, whatever
+# the trailing window: on a log every 10 steps that window is one point, and a healthy run's
+# stray zeros (one batch of degenerate groups) then read as "no update" — aaipl's gpt-oss
+# minesweeper run, zero on 13 of its 50 points with streaks of 3, warned "not learning" at
+# step 450. Above the longest streak of a run that did not fail (3 points logged every 10
+# steps, 6 logged every step, where the window is 10 points anyway).
+FROZEN_MIN_POINTS = 5
+
+
+def frozen(data: RunData, width: int, at: np.ndarray) -> tuple[np.ndarray, np.ndarray, str | None]:
+    """At each step of ``at``: whether the last ``width`` (at least FROZEN_MIN_POINTS)
+    grad_norm points up to it are all exactly 0 (the policy gets no update), the length of
+    the zero streak there, and the key read (None without one)."""
     key = first_key(data, GRAD_NORM_KEYS)
     grad = data.finite(key)
+    none = np.zeros(at.size, dtype=bool), np.zeros(at.size, dtype=np.int64)
     if key is None or grad is None or grad[0].size == 0:
-        return np.zeros(at.size, dtype=bool), None
+        return (*none, None)
     s, g = grad
     if not (g == 0).any():
-        return np.zeros(at.size, dtype=bool), key  # no exact zero: nothing is frozen
+        return (*none, key)  # no exact zero: nothing is frozen
     _, length = zero_streaks(g)
     i = np.searchsorted(s, at, side="right") - 1
-    ok = i >= 0
-    return ok & (length[np.clip(i, 0, None)] >= max(1, width)), key
+    streak = np.where(i >= 0, length[np.clip(i, 0, None)], 0)
+    return streak >= max(FROZEN_MIN_POINTS, width), streak, key

@@ -41,7 +41,7 @@ def no_learning(data: RunData, p: Params) -> Sub | None:
     if s.size < 2 * w:
         return None
     kl, still = _kl_still(data, kl_key, s, p)
-    grad_frozen, grad_key = frozen(data, w, s)
+    grad_frozen, streak, grad_key = frozen(data, w, s)
     if kl_key is None and not grad_frozen.any():
         return None  # nothing says whether the policy moves (and no sub: the fits' grid stays)
     f = reward_fall_arrays(data, s, v, w, float(p["min_gain_sigmas"]))
@@ -56,7 +56,7 @@ def no_learning(data: RunData, p: Params) -> Sub | None:
         if kl_key is not None:
             out.update(kl_key=kl_key, kl_median=r(kl[i], 6), kl_floor=p["kl_floor"])
         if grad_frozen[i]:
-            out.update(grad_norm_key=grad_key, grad_norm_zero_points=w)
+            out.update(grad_norm_key=grad_key, grad_norm_zero_points=int(streak[i]))
         if data.total_steps and data.total_steps > s[i]:
             left = int(data.total_steps - s[i])
             out.update(total_steps=data.total_steps, steps_saved_by_stopping=left,
