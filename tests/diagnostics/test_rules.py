@@ -532,6 +532,32 @@ def test_an_observed_collapse_names_the_alert_over_a_predicted_margin():
     assert "instability ahead" in _message("dynamical_instability", evidence)
 
 
+def test_a_components_drift_warns_only_where_the_total_reward_would_feel_it():
+    """A near-deterministic format component losing 0.03 over 200 steps is a "significant"
+    slope (its own noise is 0.002) but nothing the total reward, whose steps move by 0.15,
+    feels: imjonezz's healthy run warned "rewards/xmlcount_reward_func is drifting down: lost
+    0.0278". The same component losing 0.4 warns, naming it."""
+    rng = np.random.default_rng(11)
+    s = np.arange(1, 201)
+    correct = 0.6 + rng.normal(0, 0.15, s.size)
+    params = defaults("dynamical_instability")
+
+    def judge(fmt):  # the keys whose degradation warns
+        from grposcope.diagnostics.rules_drop import reward_drops
+
+        series = {"reward": (s, correct + fmt), "rewards/format/mean": (s, fmt)}
+        warned = set()
+        for _, level, evidence, _ in reward_drops(RunData(series, "reward"), params):
+            for i in np.flatnonzero(level == 2):
+                warned.add(evidence(int(i)).get("degradation", {}).get("key"))
+        return warned - {None}
+
+    slight = 0.5 - 0.00015 * s + rng.normal(0, 0.002, s.size)
+    assert judge(slight) == set()
+    steep = 0.5 - 0.002 * s + rng.normal(0, 0.002, s.size)
+    assert "rewards/format/mean" in judge(steep)
+
+
 def test_slow_degradation_warns_and_a_flat_noisy_run_does_not():
     rng = np.random.default_rng(4)
     s = np.arange(1, 201)

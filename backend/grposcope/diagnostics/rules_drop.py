@@ -63,6 +63,7 @@ def reward_drops(data: RunData, p: Params) -> list[Sub]:
     if data.reward_key is None:
         return []
     out: list[Sub] = []
+    total = data.finite(data.reward_key)
     for key in [data.reward_key, *component_keys(data)]:
         got = data.finite(key)
         if got is None:
@@ -70,7 +71,8 @@ def reward_drops(data: RunData, p: Params) -> list[Sub]:
         s, v = got
         kept = scope(data.memo, ("drops", key), s, v)
         collapse = _collapse(key, s, v, p, kept) if key == data.reward_key else None
-        subs = (collapse, _flatline(key, s, v, p, kept), _drift(key, s, v, p, kept))
+        scale = total if key != data.reward_key else None
+        subs = (collapse, _flatline(key, s, v, p, kept), _drift(key, s, v, p, kept, scale))
         out.extend(sub for sub in subs if sub)
     return out
 
@@ -233,10 +235,12 @@ def _flatline(key: str, s: np.ndarray, v: np.ndarray, p: Params,
     return s, level, evidence, False
 
 
-def _drift(key: str, s: np.ndarray, v: np.ndarray, p: Params,
-           kept: dict | None = None) -> Sub | None:  # fmt: skip
+def _drift(key: str, s: np.ndarray, v: np.ndarray, p: Params, kept: dict | None = None,
+           total: tuple[np.ndarray, np.ndarray] | None = None) -> Sub | None:  # fmt: skip
     """The degradation sub; ``kept`` holds the verdicts of earlier evaluations by index, each
-    a function of the points up to its index only (memo.py)."""
+    a function of the points up to its index only (memo.py). ``total``: for a reward
+    component, the total reward, whose step noise over the same window its loss must reach
+    too (`_felt_by_total`)."""
     kept = {} if kept is None else kept
     n_min = int(p["drift_points"])
     if v.size < n_min:
@@ -258,7 +262,7 @@ def _drift(key: str, s: np.ndarray, v: np.ndarray, p: Params,
     done.update(_drift_checks(s, v, [i for i in checks if i not in done], n_min, p, stride))
     for i in checks:
         fact = done[i]
-        if fact is not None:
+        if fact is not None and (total is None or _felt_by_total(fact, total, p)):
             level[i] = 2
             facts[i] = {"key": key, **fact}
 
@@ -316,6 +320,20 @@ def _drift_fact(s: np.ndarray, v: np.ndarray, i: int, n: int, slope: float, se: 
     return {"slope_per_step": r(slope, 6), "slope_t": r(slope / se, 2),
             "lost_over_window": r(lost), "noise_sd": r(sigma),
             "window": [int(s[i - n + 1]), int(s[i])]}  # fmt: skip
+
+
+def _felt_by_total(fact: dict, total: tuple[np.ndarray, np.ndarray], p: Params) -> bool:
+    """A component's drift matters where the total reward would feel it: its loss reaches
+    ``drift_noise`` × the total's step noise over the same steps. A near-deterministic
+    component (an XML-format count, a correctness share near 1) drifts "significantly" by a
+    few hundredths: imjonezz's and bihan's healthy runs warned "lost 0.0278", "lost 0.02"
+    against a total reward whose steps move by 0.2–0.3."""
+    ts, tv = total
+    a, b = fact["window"]
+    inside = tv[(ts >= a) & (ts <= b)]
+    if inside.size < 3:
+        return True
+    return fact["lost_over_window"] >= p["drift_noise"] * noise_sd(inside)
 
 
 _SLOPE_CELLS = 1 << 18  # window points per batch of `_window_slopes` (a few MB of temporaries)
