@@ -93,7 +93,8 @@ class SeriesPlan(NamedTuple):
     min_growth: float = 0.0  # refit only with this share more points than the last fit had
     min_age_s: float = 0.0  # ... and only once the last fit is this old
     constrained_growth: float = CONSTRAINED_GROWTH  # redo the constrained fit past this growth
-    history: bool = False  # a first fit of many points adds its prefixes' fits (`_add_history`)
+    history: bool = False  # prefixes' fits: a first fit of many points, a gap (`_add_history`)
+    fill_gaps: bool = True  # ... a gap too; not while the workers lag (extra fits would feed it)
 
 
 # What the caller adds to a snapshot's payload, per metric, when the row is built (the worker's
@@ -139,10 +140,19 @@ def fit_one(
         return None
     carried = _carry_constrained(previous, last, hyper, force, plan.constrained_growth)
     warm = _warm_start(cache.get(run.id, metric) if cache is not None else None, previous)
-    if previous is None and plan.history and np.isfinite(values).sum() >= HISTORY_MIN_POINTS:
-        # the prefixes' fits first; the whole series' fit stays the cold fit it was (what
-        # `grposcope fit` on the same log prints), not one warm from the last prefix
-        _add_history(session, run, plan, got, None)
+    if plan.history and np.isfinite(values).sum() >= HISTORY_MIN_POINTS:
+        if previous is None:
+            # the prefixes' fits first; the whole series' fit stays the cold fit it was (what
+            # `grposcope fit` on the same log prints), not one warm from the last prefix
+            _add_history(session, run, plan, got, None, None, None)
+        elif plan.fill_gaps and _grew_past_grid(steps, previous.step):
+            # points came in bulk since the last fit (the rest of an import sent in batches, a
+            # run the workers saw late): the grid's fits in between, chained from the last fit
+            # as a live run's are, and the whole series' fit warm from the last of them
+            made = _stored_constrained(previous)
+            chained, made = _add_history(session, run, plan, got, previous.step, warm, made)
+            warm = chained if chained is not None else warm
+            carried = None if force else _carry(made, last, hyper, plan.constrained_growth)
     extra = annotate(metric) if annotate else {}
     return _add_snapshot(session, run, metric, got, hyper, carried, warm, cache, extra)[0]
 
@@ -184,23 +194,50 @@ def _add_snapshot(
 # with one fit at the end, an import was judged early on with no fit at all, and a run that
 # sat flat for 160 steps and then rose to 6 read "not learning, stop" after the fact, which the
 # same run streamed live never said (bench/alert_replay.py fits the same prefixes).
+# The same grid fills a gap: a series that grew by more than one grid spacing (HISTORY_SHARE of
+# its points now) since its last fit gets the grid's fits in between first. The importer sends
+# a long log in batches of 500 steps and the worker fits whenever it looks, so without this an
+# import's history covered only what had arrived at the worker's first look (a 1999-step log:
+# fits at 23 … 499, then one at 1999; another import of it: 49 … 999, then 1999). A live run
+# grows by far less than a spacing between refits and gets no extra fit.
 HISTORY_MIN_POINTS = 100
 HISTORY_SHARE = 0.05
 
 
-def _add_history(session: Session, run: Run, plan: SeriesPlan, got: dict[str, Any],
-                 cache: WarmCache | None) -> None:  # fmt: skip
-    """Snapshots of the prefixes ending at HISTORY_SHARE, 2 × HISTORY_SHARE … of the points,
-    each warm from the one before (a live run's chain), the constrained fit redone at the
-    plan's growth as a live run's is."""
-    steps = got[plan.metric][0]
-    warm: FitResult | None = None
-    made: ConstrainedPart | None = None
+def _grid_ends(steps: Any) -> list[int]:
+    """The last steps of the prefixes of HISTORY_SHARE, 2 × HISTORY_SHARE … of ``steps``'s
+    points (those of MIN_POINTS points or more): the history grid of the series as it is now."""
+    ends = []
     for k in range(1, int(round(1.0 / HISTORY_SHARE))):
         m = int(round(k * HISTORY_SHARE * steps.size))
-        if m < MIN_POINTS:
+        if m >= MIN_POINTS:
+            ends.append(int(steps[m - 1]))
+    return ends
+
+
+def _grew_past_grid(steps: Any, fitted: int) -> bool:
+    """The series has more points past ``fitted`` (its last fit's step) than one spacing of
+    its history grid: a live run's refit, a few points on, never has."""
+    new = steps.size - int(np.searchsorted(steps, fitted, side="right"))
+    return new > HISTORY_SHARE * steps.size
+
+
+def _add_history(
+    session: Session, run: Run, plan: SeriesPlan, got: dict[str, Any], after: int | None,
+    warm: FitResult | WarmStart | None, made: ConstrainedPart | None,
+) -> tuple[FitResult | None, ConstrainedPart | None]:  # fmt: skip
+    """Snapshots of the prefixes ending at HISTORY_SHARE, 2 × HISTORY_SHARE … of the points
+    (`_grid_ends`) past step ``after`` (all of them when None) and before the last point,
+    each warm from the one before (a live run's chain, from ``warm``), the constrained fit
+    redone at the plan's growth as a live run's is (``made``: the last one made before).
+    At most 1 / HISTORY_SHARE − 1 fits. Returns the last successful fit and the last
+    constrained section made or carried, for the whole series' fit to go on from."""
+    steps = got[plan.metric][0]
+    last = int(steps.max())
+    chained: FitResult | None = None
+    for end in _grid_ends(steps):
+        if (after is not None and end <= after) or end >= last:
             continue
-        end = steps[m - 1]
         part = {key: (s[s <= end], v[s <= end]) for key, (s, v) in got.items()}
         due = (
             made is None
@@ -209,10 +246,12 @@ def _add_history(session: Session, run: Run, plan: SeriesPlan, got: dict[str, An
         )
         carried = None if plan.hyper is None or due else made
         _, snap, result = _add_snapshot(session, run, plan.metric, part, plan.hyper, carried,
-                                        warm, cache, {})  # fmt: skip
+                                        warm, None, {})  # fmt: skip
         made = snap.constrained if carried is None and snap.constrained else made
-        warm = result if result.success else warm
+        if result.success:
+            warm = chained = result
     session.flush()
+    return chained, made
 
 
 class _Previous(NamedTuple):
@@ -287,10 +326,29 @@ def _carry_constrained(
 ) -> ConstrainedPart | None:
     """The previous constrained section, if the series has grown by at most ``growth`` (a
     share of the points it was made at) since."""
-    if hyper is None or previous is None or force or not isinstance(previous.constrained, dict):
+    if hyper is None or previous is None or force:
         return None
-    con = ConstrainedPart.model_validate(previous.constrained)
-    if con.step is None or last - con.step > growth * max(con.step, 1):
+    return _carry(_stored_constrained(previous), last, hyper, growth)
+
+
+def _stored_constrained(previous: _Previous) -> ConstrainedPart | None:
+    """The constrained section the series' last snapshot holds, if any."""
+    if not isinstance(previous.constrained, dict):
+        return None
+    return ConstrainedPart.model_validate(previous.constrained)
+
+
+def _carry(
+    con: ConstrainedPart | None, last: int, hyper: Any, growth: float
+) -> ConstrainedPart | None:
+    """``con``, if the series has grown by at most ``growth`` (a share of the points it was
+    made at) since it was made; None when there are no hyperparameters to redo it with."""
+    if (
+        hyper is None
+        or con is None
+        or con.step is None
+        or last - con.step > growth * max(con.step, 1)
+    ):
         return None
     return con
 
@@ -323,7 +381,9 @@ def refit_run(session: Session, run: Run, keys: Iterable[str], cache: WarmCache 
     ``EVAL_MAX_AGE_BEHIND_S`` old: the reward's fit is what a live run is watched by, and a
     few more points barely move a fit, so under load the worker's time goes to the reward;
     for the same reason the reward's constrained fit then waits for ``CONSTRAINED_GROWTH_BEHIND``
-    of growth instead of ``CONSTRAINED_GROWTH``.
+    of growth instead of ``CONSTRAINED_GROWTH``, and a reward series that grew past a spacing
+    of its history grid gets no fill-in fits (`fit_one`): a lagging worker's runs all grow in
+    bulk, and extra fits would make it lag more.
     Each snapshot is written by one INSERT, its payload complete (``annotate`` adds the
     caller's entries before the row is added)."""
     keys = list(keys)
@@ -334,7 +394,8 @@ def refit_run(session: Session, run: Run, keys: Iterable[str], cache: WarmCache 
     con_growth = CONSTRAINED_GROWTH_BEHIND if behind else CONSTRAINED_GROWTH
     wanted = ((reward, hyper, 0.0, 0.0, True),
               (eval_key(keys, reward), None, EVAL_GROWTH, eval_age, False))  # fmt: skip
-    plans = [SeriesPlan(m, h, g, a, con_growth, hist) for m, h, g, a, hist in wanted if m]
+    plans = [SeriesPlan(m, h, g, a, con_growth, hist, not behind)
+             for m, h, g, a, hist in wanted if m]  # fmt: skip
     previous = _previous(session, run.id, [plan.metric for plan in plans]) if plans else {}
     for plan in plans:
         try:
