@@ -48,8 +48,10 @@ def test_a_reward_that_never_varies_reads_not_learning_without_a_kl_series() -> 
     assert 50 <= out.current.opened_step <= 70
     assert "the policy gets no update (grad_norm exactly 0" in out.message
     assert out.evidence["grad_norm_key"] == "grad_norm"
-    moving = np.full(S.size, 0.3)  # the same flat reward with a gradient: nothing says stop
-    assert _judge("plateau_reached", np.ones(S.size), moving).status != "firing"
+    # a flat reward that varies (some group scored differently) with a gradient: no verdict
+    # (an exactly constant one is itself the verdict: every completion scored alike)
+    moving = np.full(S.size, 0.3)
+    assert _judge("plateau_reached", 1.0 - 0.25 * (S % 2), moving).status != "firing"
 
 
 # A healthy tiny TRL run (1 prompt × 4 completions a step, rewards in sixteenths): the reward
@@ -95,3 +97,21 @@ def test_stray_zero_gradients_on_a_log_every_10_steps_are_not_a_frozen_policy() 
     out = evaluate("plateau_reached", data, defaults("plateau_reached"))
     assert out.status == "firing" and out.severity == "warning"
     assert out.evidence["grad_norm_zero_points"] >= 5
+
+
+def test_a_reward_that_never_left_zero_reads_not_learning_whatever_the_policy_does() -> None:
+    """kardeniapoyu's 24-game run: success rate 0 at every one of 122 steps, while the KL
+    drifted to 0.87 and grad_norm stayed positive, and nothing but a generic precursor warned.
+    No completion ever scored, so no group gives an advantage: not learning. A logged
+    reward_std above 0 says some group varied, and the same flat mean is then no verdict."""
+    s = np.arange(0, 122)
+    kl = np.linspace(0.0, 0.87, s.size)
+    grad = np.full(s.size, 0.8)
+    series = {"success_rate": (s, np.zeros(s.size)), "kl": (s, kl), "grad_norm": (s, grad)}
+    out = evaluate("plateau_reached", RunData(series, "success_rate"), defaults("plateau_reached"))
+    assert out.status == "firing" and out.severity == "warning"
+    assert out.evidence["constant_reward"] == 0.0 and out.evidence["constant_points"] == 122
+    assert "exactly 0.0 on every one of its 122 points" in out.message
+    varied = {**series, "reward_std": (s, np.full(s.size, 0.3))}
+    out = evaluate("plateau_reached", RunData(varied, "success_rate"), defaults("plateau_reached"))
+    assert out.status != "firing"

@@ -511,6 +511,7 @@ def test_a_cluster_of_the_runs_own_outliers_warns_and_new_ground_pages():
     assert collapse and all(e.severity == "warning" for e in collapse)
     assert collapse[0].evidence["collapse"]["earlier_as_low"] >= 3
     assert collapse[0].evidence["collapse"]["fall_sigmas"] >= 3
+    assert "likely the run's own outliers bunching" in collapse[0].message
     fresh = v.copy()
     fresh[[30, 45, 60]] = 3.0  # no earlier outliers: the same dip is new ground
     out = evaluate("dynamical_instability", RunData({"reward": (s, fresh)}, "reward"), params)

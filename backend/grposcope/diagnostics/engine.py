@@ -6,6 +6,8 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import numpy as np
+
 from grposcope.diagnostics.data import FitPoint, RunData
 from grposcope.diagnostics.hysteresis import episodes
 from grposcope.diagnostics.params import effective_params
@@ -16,6 +18,7 @@ from grposcope.diagnostics.rules_learning import (
     reward_hacking,
 )
 from grposcope.diagnostics.rules_stability import dynamical_instability, first_non_finite
+from grposcope.diagnostics.signal import r
 from grposcope.diagnostics.types import Episode, Outcome, Trace
 
 __all__ = ["RunData", "FitPoint", "evaluate_all", "evaluate", "stalled", "SERIES_RULES"]
@@ -60,7 +63,7 @@ def evaluate(kind: str, data: RunData, params: dict[str, float]) -> Outcome:
                      reward[0] if reward is not None else None)  # fmt: skip
     eps = tuple(dataclasses.replace(ep, message=_message(kind, ep.evidence)) for ep in found)
     if kind == "dynamical_instability":
-        eps = tuple(_name_first_non_finite(ep, data) for ep in eps)
+        eps = tuple(_collapse_now(_name_first_non_finite(ep, data), data) for ep in eps)
     current = eps[-1] if eps and eps[-1].resolved_step is None else None
     if current is None:
         last = {"last_checked_step": int(trace.steps[-1])} if trace.steps.size else {}
@@ -90,6 +93,29 @@ def _name_first_non_finite(ep: Episode, data: RunData) -> Episode:
                                                                        evidence))  # fmt: skip
 
 
+def _collapse_now(ep: Episode, data: RunData) -> Episode:
+    """A collapse's evidence is the fall that opened it (the window that first crossed the bar,
+    `rules_drop._held`), kept while the reward stays under that bar: a reward that fell from
+    0.30 to 0.19 and then to 0.0 still reads "to 0.19". The median of the same number of
+    points up to the evidence's step goes into it (``latest_level``, ``latest_step``), and the
+    message says where the reward is now."""
+    c = ep.evidence.get("collapse")
+    window = ep.evidence.get("step_window")
+    got = data.finite(c.get("key")) if c and window else None
+    if c is None or got is None:
+        return ep
+    s, v = got
+    upto = int(np.searchsorted(s, window[1], side="right"))
+    m = int(c["points"])
+    if upto < m:
+        return ep
+    latest = {"latest_level": r(float(np.median(v[upto - m : upto]))),
+              "latest_step": int(s[upto - 1])}  # fmt: skip
+    evidence = {**ep.evidence, "collapse": {**c, **latest}}
+    return dataclasses.replace(ep, evidence=evidence, message=_message("dynamical_instability",
+                                                                       evidence))  # fmt: skip
+
+
 def _non_finite_message(nf: Mapping[str, Any]) -> str:
     """ "non-finite reward at step 10 (latest: reward at step 15)": the episode's first step,
     then its latest where they differ."""
@@ -110,65 +136,211 @@ def _non_finite_message(nf: Mapping[str, Any]) -> str:
     return text if first == step else f"{text} (latest: {', '.join(nf['keys'])} at step {step})"
 
 
+def _count(n: Any, unit: str) -> str:
+    """ "1 point", "3 points" (a count the evidence gives)."""
+    return f"{n} {unit}" if n == 1 else f"{n} {unit}s"
+
+
+def _last(n: Any, unit: str, which: str = "last") -> str:
+    """ "the last point", "the last 3 points" (or "the next …")."""
+    return f"the {which} {unit}" if n == 1 else f"the {which} {n} {unit}s"
+
+
+def _steps(window: Any) -> str:
+    """ "steps 40–110" for a [first, last] step window, "step 40" for one step."""
+    lo, hi = window
+    return f"step {lo}" if lo == hi else f"steps {lo}–{hi}"
+
+
+def _pct(share: float) -> str:
+    """A share as a percentage: "100%", "99.5%", "62%"; a share under 1 (over 0) is not
+    rounded up to 100% (down to 0%): 0.9996 reads "99.96%"."""
+    x = float(share) * 100
+    for digits in (1, 2, 3):
+        text = f"{x:.{digits}f}".rstrip("0").rstrip(".")
+        if (text != "100" or x >= 100) and (text != "0" or x <= 0):
+            break
+    return text + "%"
+
+
 def _message(kind: str, evidence: Mapping[str, Any]) -> str:
+    """The alert's sentence: the rule's words, then the numbers of its evidence. Evidence of an
+    unexpected shape (a key missing, a None where a number was) gives the rule's words alone
+    rather than stopping the evaluation."""
+    try:
+        return _sentence(kind, evidence)
+    except (KeyError, TypeError, ValueError, IndexError, ZeroDivisionError):
+        return MESSAGES[kind]
+
+
+def _sentence(kind: str, evidence: Mapping[str, Any]) -> str:
     base = MESSAGES[kind]
     if kind == "dynamical_instability":
-        if "non_finite" in evidence:
-            return _non_finite_message(evidence["non_finite"])
-        if "collapse" in evidence:  # what happened outranks what the margin predicted
-            c = evidence["collapse"]
-            return (f"{c['key']} collapsed from {c['reference_level']} to {c['level_now']} "
-                    f"({c['fall_sigmas']} noise σ) in {c['points']} points")  # fmt: skip
-        if "no_gradient" in evidence:
-            g = evidence["no_gradient"]
-            return (f"{g['key']} has been exactly 0 for {g['points']} points since step "
-                    f"{g['zero_since_step']}, the reward down at {g['reward_level']} (median "
-                    f"before {g['reward_median_before']}): the policy gets no update any "
-                    "more")  # fmt: skip
-        if "flatline" in evidence:
-            f = evidence["flatline"]
-            return (f"{f['key']} has been exactly {f['value']} for {f['points']} points since step "
-                    f"{f['since_step']} (below every earlier value): every group scores the same, "
-                    "so there is no learning signal left")  # fmt: skip
-        if evidence.get("predicted") and "margin_exact" in evidence:
-            return f"stability margin {evidence.get('margin_exact')} (exact): instability ahead"
-        if evidence.get("predicted"):
-            sup = evidence["supplied_curvature"]
-            return (f"stability margin {sup['margin_exact']} (exact) at the supplied curvature "
-                    f"K = {sup['K']}: instability ahead")  # fmt: skip
-        if "precursor" in evidence:
-            if evidence["precursor"] == "entropy_explosion":
-                return (f"precursor: entropy rose {evidence['entropy_growth']}× its start "
-                        f"({evidence['entropy_start']} → {evidence['entropy_now']}); a collapse "
-                        "through the importance ratio often follows")  # fmt: skip
-            return (f"precursor: responses shrank to {evidence['length_now']} tokens (from "
-                    f"{evidence['length_start']}); a collapse often follows")  # fmt: skip
-        if "degradation" in evidence:
-            d = evidence["degradation"]
-            return (f"{d['key']} is drifting down: lost {d['lost_over_window']} over steps "
-                    f"{d['window'][0]}–{d['window'][1]} (slope t = {d['slope_t']})")  # fmt: skip
-        if "fall_share_of_gain" in evidence:
-            return (f"reward fell from {evidence['reward_peak']} to {evidence['reward_now']} "
-                    f"({evidence['fall_share_of_gain']:.0%} of its gain lost)")  # fmt: skip
-        if "overshoot" in evidence:
-            return (
-                f"oscillating: the smoothed reward overshot the fitted plateau "
-                f"{evidence['plateau']} by {evidence['overshoot']} (ζ = {evidence['zeta']})"
-            )
-    if kind == "plateau_reached" and "steps_without_gain" in evidence:
-        base = (f"not learning: no significant reward gain in {evidence['steps_without_gain']} "
-                f"steps and {_not_moving(evidence)}")  # fmt: skip
+        return _instability_message(evidence) or base
+    if kind == "reward_hacking" and "eval_level" in evidence:
+        return f"{base}: {_decoupling(evidence)}"
+    if kind == "advantage_degeneracy" and "zero_std_share" in evidence:
+        return f"{base}; {_zero_std(evidence)}"
+    if kind == "policy_concentration" and "entropy_now" in evidence:
+        return f"{base}: {_concentration(evidence)}"
+    if kind == "plateau_reached" and "constant_reward" in evidence:
+        base = (f"not learning: the reward has been exactly {evidence['constant_reward']} on "
+                f"every one of its {evidence['constant_points']} points: every completion "
+                "scores alike, so no group gives an advantage and there is no learning "
+                "signal")  # fmt: skip
+        if "grad_norm_zero_points" in evidence:
+            base += f"; {_not_moving(evidence)}"
+    elif kind == "plateau_reached" and "steps_without_gain" in evidence:
+        base = (f"not learning: no significant reward gain in "
+                f"{_count(evidence['steps_without_gain'], 'step')} and "
+                f"{_not_moving(evidence)}")  # fmt: skip
     if kind == "plateau_reached" and evidence.get("steps_saved_by_stopping"):
-        return f"{base}; stopping now saves {evidence['steps_saved_by_stopping']} steps"
+        return f"{base}; stopping now saves {_count(evidence['steps_saved_by_stopping'], 'step')}"
     return base
+
+
+def _instability_message(evidence: Mapping[str, Any]) -> str | None:
+    """The sentence of the worst-telling dynamical_instability form in the evidence (what
+    happened outranks what the margin predicted, which outranks a precursor); None: none."""
+    if "non_finite" in evidence:
+        return _non_finite_message(evidence["non_finite"])
+    if "collapse" in evidence:
+        return _collapse(evidence["collapse"], evidence.get("flatline"))
+    if "no_gradient" in evidence:
+        g = evidence["no_gradient"]
+        return (f"{g['key']} has been exactly 0 for {_count(g['points'], 'point')} since step "
+                f"{g['zero_since_step']}, the reward down at {g['reward_level']} (median "
+                f"before {g['reward_median_before']}): the policy gets no update any "
+                "more")  # fmt: skip
+    if "flatline" in evidence:
+        f = evidence["flatline"]
+        return (f"{f['key']} has been exactly {f['value']} for {_count(f['points'], 'point')} "
+                f"since step {f['since_step']} (below every earlier value): every group scores "
+                "the same, so there is no learning signal left")  # fmt: skip
+    if evidence.get("predicted") and "margin_exact" in evidence:
+        return f"stability margin {evidence.get('margin_exact')} (exact): instability ahead"
+    if evidence.get("predicted") and "supplied_curvature" in evidence:
+        sup = evidence["supplied_curvature"]
+        return (f"stability margin {sup['margin_exact']} (exact) at the supplied curvature "
+                f"K = {sup['K']}: instability ahead")  # fmt: skip
+    early = _precursors(evidence)
+    if early:
+        return "; ".join(early)
+    if "degradation" in evidence and evidence["degradation"]:
+        d = evidence["degradation"]
+        return (f"{d['key']} is drifting down: lost {d['lost_over_window']} over "
+                f"{_steps(d['window'])} (slope t = {d['slope_t']})")  # fmt: skip
+    if "fall_share_of_gain" in evidence:
+        return (f"reward fell from {evidence['reward_peak']} to {evidence['reward_now']} "
+                f"({evidence['fall_share_of_gain']:.0%} of its gain lost)")  # fmt: skip
+    if "overshoot" in evidence:
+        return (
+            f"oscillating: the smoothed reward overshot the fitted plateau "
+            f"{evidence['plateau']} by {evidence['overshoot']} (ζ = {evidence['zeta']})"
+        )
+    return None
+
+
+def _collapse(c: Mapping[str, Any], flat: Mapping[str, Any] | None) -> str:
+    """ "rollout/reward collapsed from 0.3099 (median of steps 40–110) to 0.2779 in the next 3
+    points (3.05 noise σ); 0.0 at step 200 (median of the last 3 points)": the collapse's own
+    windows, then where the reward is now (the evidence keeps the fall that opened the alert
+    while the reward stays under its bar), and a flat line it has sat on since."""
+    m = c["points"]
+    ref = c["reference_level"]
+    if c.get("reference_steps"):
+        ref = f"{ref} (median of {_steps(c['reference_steps'])})"
+    text = (f"{c['key']} collapsed from {ref} to {c['level_now']} in "
+            f"{_last(m, 'point', 'next')} ({c['fall_sigmas']} noise σ)")  # fmt: skip
+    latest = c.get("latest_level")
+    if latest is not None and latest != c["level_now"]:
+        text += f"; {latest} at step {c['latest_step']} (median of {_last(m, 'point')})"
+    if flat and flat.get("key") == c["key"]:
+        text += (f"; exactly {flat['value']} for {_last(flat['points'], 'point')}, since step "
+                 f"{flat['since_step']}: every group scores the same")  # fmt: skip
+    low = c.get("earlier_as_low")
+    if low is not None and low >= (m + 1) // 2:  # the rule's warning form (rules_drop)
+        text += (f"; but {low} of the points before it lay as low too: likely the run's own "
+                 "outliers bunching, not a collapse yet")  # fmt: skip
+    return text
+
+
+def _precursors(evidence: Mapping[str, Any]) -> list[str]:
+    """One sentence per precursor form active in the evidence: what climbed or shrank, by how
+    much, and why it matters (each is a warning before the reward falls)."""
+    at = evidence.get("step_window", [None, None])[1]
+    when = f" by step {at}" if at is not None else ""
+    out = []
+    if "entropy_growth" in evidence:
+        out.append(f"precursor: entropy rose {evidence['entropy_growth']}× its start "
+                   f"({evidence.get('entropy_key', 'entropy')} {evidence['entropy_start']} → "
+                   f"{evidence['entropy_now']}, trailing median{when}); a collapse through the "
+                   "importance ratio often follows")  # fmt: skip
+    if "length_now" in evidence:
+        start, now = evidence["length_start"], evidence["length_now"]
+        share = f", {_pct(now / start)} of their start" if start and now is not None else ""
+        out.append(f"precursor: responses shrank to {now} tokens (from {start}{share}; "
+                   f"{evidence.get('length_key', 'completion length')} trailing median{when}): "
+                   "the policy answers with a handful of tokens, and a collapse often "
+                   "follows")  # fmt: skip
+    if "grad_norm_growth" in evidence:
+        out.append(f"precursor: grad_norm grew {evidence['grad_norm_growth']}× (trailing median "
+                   f"{evidence.get('grad_norm_recent')}{when}, against a median of "
+                   f"{evidence.get('grad_norm_before')} before): the updates are blowing up, "
+                   "and a collapse of the reward often follows")  # fmt: skip
+    if "clip_ratio" in evidence:
+        out.append(f"precursor: {evidence.get('clip_key', 'the clip ratio')} averages "
+                   f"{_pct(evidence['clip_ratio'])} (trailing mean{when}): that share of tokens "
+                   "has its importance ratio clipped, the policy is leaving its trust region, "
+                   "and a collapse through the importance ratio often follows")  # fmt: skip
+    return out
+
+
+def _decoupling(e: Mapping[str, Any]) -> str:
+    """ "eval_reward 0.62 (start 0.3, best 0.71) while the train reward rose 0.4 → 0.55 (best
+    0.56); progress train 0.95, eval 0.45 (0 at the start, 1 at the best), eval over steps
+    120–200"."""
+    where = "below its start" if e["eval_level"] < e["eval_start"] else "start"
+    return (f"{e['eval_key']} {e['eval_level']} ({where} {e['eval_start']}, best "
+            f"{e['eval_best']}) while the train reward rose {e['train_start']} → "
+            f"{e['train_level']} (best {e['train_best']}); progress train "
+            f"{e['train_progress']}, eval {e['eval_progress']} (0 at the start, 1 at the best), "
+            f"eval over {_steps(e['step_window'])}")  # fmt: skip
+
+
+def _zero_std(e: Mapping[str, Any]) -> str:
+    """ "100% of groups had zero reward spread over steps 81–100 (mean of
+    frac_reward_zero_std), against an i.i.d. prediction … of 0.8% (G = 8; excess +99.2
+    points)"."""
+    share, source, span = e["zero_std_share"], e["source"], _steps(e["step_window"])
+    if " == 0" in source:  # a whole-batch spread: a lower bound on the share of groups
+        text = (f"{source.split(' == 0')[0]} was 0 on {_pct(share)} of the points over {span}: "
+                "the whole batch scored alike (a lower bound on the share of groups)")  # fmt: skip
+    else:
+        text = f"{_pct(share)} of groups had zero reward spread over {span} (mean of {source})"
+    if e.get("iid_prediction") is not None and e.get("excess") is not None:
+        text += (f", against an i.i.d. prediction p^G + (1−p)^G of {_pct(e['iid_prediction'])} "
+                 f"at the reward's level (G = {e.get('group_size')}; excess "
+                 f"{e['excess'] * 100:+.1f} points)")  # fmt: skip
+    return text
+
+
+def _concentration(e: Mapping[str, Any]) -> str:
+    """ "entropy 1.23 → 0.41 (down 67%) while the reward rose 0.31 → 0.58 (both smoothed)
+    over steps 40–100"."""
+    drop = e.get("relative_drop")
+    down = f" (down {_pct(drop)})" if drop is not None else ""
+    return (f"entropy {e['entropy_then']} → {e['entropy_now']}{down} while the reward rose "
+            f"{e['reward_then']} → {e['reward_now']} (both smoothed) over "
+            f"{_steps(e['step_window'])}")  # fmt: skip
 
 
 def _not_moving(evidence: Mapping[str, Any]) -> str:
     """Why the not-learning form says the policy is not moving: no gradient, or a KL under
     its floor."""
     if "grad_norm_zero_points" in evidence:
-        return (f"the policy gets no update ({evidence['grad_norm_key']} exactly 0 for the last "
-                f"{evidence['grad_norm_zero_points']} points)")  # fmt: skip
+        return (f"the policy gets no update ({evidence['grad_norm_key']} exactly 0 for "
+                f"{_last(evidence['grad_norm_zero_points'], 'point')})")  # fmt: skip
     return f"the policy has barely moved ({evidence['kl_key']} median {evidence['kl_median']:.2g})"
 
 

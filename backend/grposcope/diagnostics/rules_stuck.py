@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from grposcope.diagnostics.data import KL_KEYS, RunData
+from grposcope.diagnostics.data import KL_KEYS, REWARD_STD_KEYS, ZERO_STD_KEYS, RunData, first_key
 from grposcope.diagnostics.memo import scope
 from grposcope.diagnostics.rules_fall import reward_fall_arrays
-from grposcope.diagnostics.rules_nograd import frozen
+from grposcope.diagnostics.rules_nograd import FROZEN_MIN_POINTS, frozen
 from grposcope.diagnostics.signal import level_at, points, r, trailing_median
 from grposcope.diagnostics.types import Sub
 
@@ -42,12 +42,13 @@ def no_learning(data: RunData, p: Params) -> Sub | None:
         return None
     kl, still = _kl_still(data, kl_key, s, p)
     grad_frozen, streak, grad_key = frozen(data, w, s)
-    if kl_key is None and not grad_frozen.any():
+    constant = _constant_from_start(v) & ~_groups_vary(data, s)
+    if kl_key is None and not grad_frozen.any() and not constant.any():
         return None  # nothing says whether the policy moves (and no sub: the fits' grid stays)
     f = reward_fall_arrays(data, s, v, w, float(p["min_gain_sigmas"]))
     old_enough = s - s[0] >= p["no_gain_steps"]
     flat = (np.arange(s.size) >= w - 1) & (f["gain"] <= f["bar"])
-    level = np.where(old_enough & flat & (still | grad_frozen), 2, 0).astype(np.int8)
+    level = np.where(old_enough & flat & (still | grad_frozen | constant), 2, 0).astype(np.int8)
 
     def evidence(i: int) -> dict:
         out = {"reward_start": r(f["start"]), "reward_best": r(f["peak"][i]),
@@ -57,6 +58,8 @@ def no_learning(data: RunData, p: Params) -> Sub | None:
             out.update(kl_key=kl_key, kl_median=r(kl[i], 6), kl_floor=p["kl_floor"])
         if grad_frozen[i]:
             out.update(grad_norm_key=grad_key, grad_norm_zero_points=int(streak[i]))
+        if constant[i]:
+            out.update(constant_reward=r(float(v[0])), constant_points=i + 1)
         if data.total_steps and data.total_steps > s[i]:
             left = int(data.total_steps - s[i])
             out.update(total_steps=data.total_steps, steps_saved_by_stopping=left,
@@ -64,6 +67,35 @@ def no_learning(data: RunData, p: Params) -> Sub | None:
         return out
 
     return s, level, evidence, False
+
+
+def _constant_from_start(v: np.ndarray) -> np.ndarray:
+    """Whether every reward point up to each index has been one exact value since the first
+    (at least FROZEN_MIN_POINTS of them). Every completion of every group scored alike from
+    the start — a task none of them solves (kardeniapoyu's 24-game run: success rate 0 at all
+    122 steps, while its KL drifted to 0.87 under the KL term alone) or one all of them do —
+    so no advantage, no learning signal, whatever the policy does."""
+    if v.size == 0:
+        return np.zeros(0, dtype=bool)
+    same = np.logical_and.accumulate(v == v[0])
+    return same & (np.arange(v.size) + 1 >= FROZEN_MIN_POINTS)
+
+
+def _groups_vary(data: RunData, at: np.ndarray) -> np.ndarray:
+    """At each step of ``at``: whether a logged spread series has said, by then, that some
+    group's completions scored differently (a reward_std above 0, a zero-std share below 1):
+    a batch mean that never moves is then not "every completion alike" (a test's synthetic
+    0.5 with 60 % of groups varying)."""
+    seen = np.zeros(at.size, dtype=bool)
+    for keys, varies in ((REWARD_STD_KEYS, lambda x: x > 0), (ZERO_STD_KEYS, lambda x: x < 1)):
+        key = first_key(data, keys)
+        got = data.finite(key) if key is not None else None
+        if got is None or got[0].size == 0:
+            continue
+        hits = got[0][varies(got[1])]
+        if hits.size:
+            seen |= at >= hits[0]
+    return seen
 
 
 def _kl_still(
