@@ -311,3 +311,26 @@ def test_a_run_with_no_curve_has_no_determined_regime() -> None:
     assert flat.zeta_interval[1] < 1.0 and flat.oscillator.r2_smoothed < 0.5
     assert flat.regime_determined is False and flat.to_json()["regime_determined"] is False
     assert FitSnapshotModel.from_result(flat).regime_undetermined_by == "weak_fit"
+
+
+def test_a_warm_refit_stuck_in_the_last_stages_basin_gets_a_cold_look(real_logs) -> None:
+    """The 500-step Llama-3.2-3B run rises in stages (≈1.3 by step 200, then to ≈7). Fitted
+    every 25 steps, each warm from the one before (a live run's chain), the fit at step 250
+    stayed in the first stage's basin: plateau 33.4 [24.6, 42.3], AIC 26.9, on a reward that
+    never passed 9.5. A plateau further beyond the data than its whole range gets a cold fit
+    too, and the better AIC is kept (a cold fit reads 4.27, AIC −78.9)."""
+    import csv
+
+    path = real_logs / "unsloth_official_llama32_3b_advanced_gsm8k_G4_500steps.csv"
+    if not path.exists():
+        pytest.skip(f"{path.name} not in the corpus")
+    rows = list(csv.DictReader(path.open()))
+    s = np.array([float(r["step"]) for r in rows])
+    v = np.array([float(r["reward"]) for r in rows])
+    prev = None
+    for n in range(25, 251, 25):
+        res = fit_series(s[:n], v[:n], warm=prev, metric="reward")
+        prev = res if res.success else prev
+    cold = fit_series(s[:250], v[:250], metric="reward")
+    assert res.oscillator.p_star < v[:250].max() + 5.0
+    assert res.oscillator.aic <= cold.oscillator.aic + 1e-6

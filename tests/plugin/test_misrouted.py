@@ -34,6 +34,9 @@ def test_a_redirect_is_named_and_the_hyperparameters_stay(tmp_path: Path, caplog
         (named,) = [m for m in messages if "instead of the grposcope API" in m]
         assert "HTTP 302" in named and "redirect to '/login" in named and url in named
         assert "base URL" in named and str(report.spool_path) in named
+        # the close names the way out, not "resent by the next process" at the same URL
+        assert f"replay --adopt {report.spool_path} --url URL" in report.message
+        assert "did not answer as the grposcope API" in report.message
         admin = {"Authorization": f"Bearer {server.admin_token}"}
         assert httpx.get(f"{server.url}/api/v1/runs", headers=admin).json()["items"] == []
     finally:

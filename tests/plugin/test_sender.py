@@ -128,7 +128,9 @@ def test_a_token_without_write_rights_warns_once_and_keeps_the_data(stub, script
     auth = [r.getMessage() for r in caplog.records if "refused the token" in r.getMessage()]
     assert len(auth) == 1 and "403" in auth[0] and "Training continues" in auth[0]
     assert len(stub.requests) == 1  # no retry loop on an auth error
-    assert "resent" in report.message and str(report.spool_path) in report.message
+    # the close says how to send them (not "resent by the next process with this token")
+    assert f"replay --adopt {report.spool_path}" in report.message
+    assert "the token was not accepted" in report.message and "resent" not in report.message
 
 
 def test_an_invalid_batch_goes_to_the_dead_letter_file_and_the_rest_goes_through(
@@ -277,3 +279,35 @@ def test_finish_never_overtakes_steps_logged_before_it(stub, script, tmp_path, m
             run.log(step, {"reward": 0.5})
         assert run.finish(timeout=30).delivered
         assert sorted(script.steps) == list(range(1, 41)), f"attempt {attempt}"
+
+
+def test_a_server_back_before_the_close_gets_the_steps_within_the_close_wait(
+    stub, script, tmp_path
+) -> None:
+    """An outage long enough to back off for a minute; the server is back when training
+    ends. The close asks at once instead of waiting out the backoff: a tester's run closed
+    after 10 s with nothing delivered though the server had answered for all of them."""
+    script.fail_next = 10**6
+    run = _run(stub, tmp_path, max_backoff=60.0)
+    for step in range(1, 11):
+        run.log(step, {"reward": step / 10})
+    wait_for(lambda: run._sender._failures >= 3, timeout=30)
+    run._sender._next_attempt = time.monotonic() + 60.0  # deep in a backoff
+    script.fail_next = 0
+    started = time.monotonic()
+    report = run.finish(timeout=5)
+    assert report.delivered and sorted(script.steps) == list(range(1, 11))
+    assert time.monotonic() - started < 5
+
+
+def test_https_to_a_plain_http_server_says_which_scheme(stub, tmp_path, caplog) -> None:
+    """An https:// URL at `grposcope serve` (plain HTTP) failed the TLS handshake and read as
+    a passing outage ("will be sent when it is back"), which it never would be."""
+    url = stub.url.replace("http://", "https://")
+    with caplog.at_level(logging.WARNING, logger="grposcope_trainer"):
+        run = _run(stub, tmp_path, url=url)
+        run.log(1, {"reward": 0.5})
+        wait_for(lambda: any("unreachable" in r.getMessage() for r in caplog.records), timeout=10)
+        run.finish(timeout=0.5)
+    (said,) = [r.getMessage() for r in caplog.records if "unreachable" in r.getMessage()]
+    assert "should start with http://" in said

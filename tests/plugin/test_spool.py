@@ -120,3 +120,37 @@ def test_unwritable_spool_keeps_fragments_in_memory(tmp_path: Path, caplog) -> N
     assert sum("memory only" in r.message for r in caplog.records) == 1
     spool.ack(first)
     assert spool.pending_steps() == 2
+
+
+def test_taking_the_lock_spares_this_processs_own_fragment_in_flight(tmp_path: Path) -> None:
+    """The sender thread takes the lock when it starts, which on a busy node can be after the
+    flusher thread began writing the first fragment: deleting that temp file lost the run's
+    first steps (a tester's TRL run kept steps 3–25 of 25 while its close report counted all
+    of them as spooled). A dead owner's temp files still go."""
+    spool = RunSpool(tmp_path, "key1")
+    spool.path.mkdir(parents=True)
+    mine = spool.path / f".00000000000000000001-{os.getpid()}-000000.jsonl.{os.getpid()}.tmp"
+    mine.write_text('{"grposcope_spool": 1')  # being written by our own flusher right now
+    dead = spool.path / ".00000000000000000001-999-000000.jsonl.999.tmp"
+    dead.write_text('{"grposcope_spool": 1')
+    assert spool.try_lock()
+    assert mine.exists() and not dead.exists()
+    spool.unlock()
+
+
+def test_fragments_the_disk_refused_are_written_once_it_accepts_them(tmp_path: Path) -> None:
+    """A fragment held in memory (the disk refused it) is written when the disk takes it
+    again, in order; until then it is counted as memory-only, which the close report names
+    as lost with the process."""
+    blocker = tmp_path / "spool"
+    blocker.write_text("not a directory")  # mkdir under a regular file fails
+    spool = RunSpool(blocker, "key1")
+    first = spool.append(_steps(1, 2))
+    second = spool.append(_steps(3, 2))
+    assert spool.memory_steps() == 4
+    assert spool.persist_memory() == 4  # still refused
+    blocker.unlink()  # the disk takes it again
+    assert spool.persist_memory() == 0 and spool.memory_steps() == 0
+    assert spool.fragments() == [first, second]
+    assert [s["step"] for s in read_fragment(spool.path / second)] == [3, 4]
+    assert spool.pending_steps() == 4

@@ -188,6 +188,10 @@ class Run:
         notes = []
         if sender.dropped:
             notes.append(f"{sender.dropped} step(s) were dropped: memory queue full")
+        in_memory = spool.memory_steps()
+        if in_memory:
+            notes.append(f"{in_memory} of them could not be written to the spool (see the "
+                         "warnings) and are lost when this process exits")  # fmt: skip
         if sender.dropped_values:
             notes.append(f"{sender.dropped_values} value(s) could not be sent (see the warnings)")
         dead_letter = None
@@ -206,13 +210,24 @@ class Run:
         if delivered:
             message = f"grposcope: run {self.name!r}: all data delivered{note}"
             return CloseReport(True, 0, None, message, **counts)
-        message = (
-            f"grposcope: run {self.name!r}: {pending} step(s) not yet acknowledged by the server"
-            f"{note}. They are kept in {spool.path} and will be resent, in order and without "
-            f"duplicates, by the next process that uses the spool directory {self._spool_dir} "
-            f"with the same server and token, e.g. `python -m grposcope_trainer replay "
-            f"--spool-dir {self._spool_dir} --url {self._url}` (GRPOSCOPE_TOKEN set)."
-        )
+        head = (f"grposcope: run {self.name!r}: {pending} step(s) not yet acknowledged by the "
+                f"server{note}. They are kept in {spool.path}")  # fmt: skip
+        if sender.auth_failed or sender.misrouted:
+            # The same server and token will not do better: say what to send them with.
+            why = ("the token was not accepted" if sender.auth_failed else
+                   f"{self._url} did not answer as the grposcope API")  # fmt: skip
+            message = (
+                f"{head}; {why}, so send them with a writer token to the server's base URL: "
+                f"`python -m grposcope_trainer replay --adopt {spool.path} --url URL --token "
+                f"TOKEN`."
+            )
+        else:
+            message = (
+                f"{head} and will be resent, in order and without duplicates, by the next "
+                f"process that uses the spool directory {self._spool_dir} with the same server "
+                f"and token, e.g. `python -m grposcope_trainer replay --spool-dir "
+                f"{self._spool_dir} --url {self._url}` (GRPOSCOPE_TOKEN set)."
+            )
         return CloseReport(False, pending, spool.path, message, **counts)
 
     def _on_alerts(self, alerts: list[dict[str, Any]]) -> None:

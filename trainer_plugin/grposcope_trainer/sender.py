@@ -113,6 +113,7 @@ class Sender:
         self._failures = 0
         self._reachable: bool | None = None
         self._auth_failed = False
+        self.misrouted = False  # the URL answers, but not as the grposcope API (until it does)
         self._finished = False  # the server acknowledged our finish
         self._set_up = False
         self._orphans: list[_RunState] | None = None
@@ -146,12 +147,22 @@ class Sender:
         self._deadline = time.monotonic() + max(0.0, timeout)
         if self._close_status is None:
             self._close_status = status
+        if self._next_attempt != float("inf"):
+            # Try at once: a backoff from an outage may be tens of seconds away, and a server
+            # back before the close would otherwise not be asked within the bounded wait.
+            self._next_attempt = 0.0
         self._wake.set()
         if self._thread.ident is not None:
             self._thread.join(timeout + 1.0)
         if not self._done.is_set():  # stuck in a request (or never started): persist the queue
             self._persist_queue()
+            self.spool.persist_memory()
         return self._finished
+
+    @property
+    def auth_failed(self) -> bool:
+        """The server refused the token: no later request with it will do better."""
+        return self._auth_failed
 
     @property
     def spool(self) -> RunSpool:
@@ -193,6 +204,7 @@ class Sender:
         finally:
             try:
                 self._persist_queue()
+                self._own.spool.persist_memory()  # what the disk refused earlier, once more
             except Exception:  # nothing may escape this thread
                 pass
             for state in [self._own, *(self._orphans or [])]:
@@ -610,6 +622,7 @@ class Sender:
             )
             self._back_off()
             self._reachable = False  # said above, more precisely than "unreachable"
+            self.misrouted = True
             return
         if reply.outcome is Outcome.AUTH:
             self._auth_failed = True
@@ -631,10 +644,11 @@ class Sender:
             self._reachable = False
             logger.warning(
                 "grposcope: server %s unreachable (%s); metrics are spooled to %s and will be "
-                "sent when it is back",
+                "sent when it is back%s",
                 self._transport.url,
                 reply.detail,
                 self._own.spool.path,
+                _scheme_hint(self._transport.url, reply.detail),
             )
 
     def _mark_reachable(self) -> None:
@@ -645,6 +659,7 @@ class Sender:
             )
         self._reachable = True
         self._failures = 0
+        self.misrouted = False
 
     def _warn_once(self, key: str, message: str, *args: Any) -> None:
         if key not in self._warned:
@@ -668,6 +683,15 @@ class Sender:
         if self._close_status is not None:
             base = min(base, 1.0)  # closing: keep trying within the bounded wait
         self._next_attempt = time.monotonic() + base * random.uniform(0.5, 1.0)
+
+
+def _scheme_hint(url: str, detail: str) -> str:
+    """What to change when an https:// URL reaches a server that speaks plain HTTP (the TLS
+    handshake reads its HTTP answer: "wrong version number"), which no wait mends."""
+    if url.startswith("https://") and "WRONG_VERSION_NUMBER" in detail.upper().replace(" ", "_"):
+        return (". The server answers in plain HTTP, not TLS: if it is grposcope serve without "
+                "a TLS proxy in front, the URL should start with http://")  # fmt: skip
+    return ""
 
 
 def _wall_time(value: Any) -> float | None:

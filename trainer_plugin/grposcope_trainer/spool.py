@@ -111,8 +111,15 @@ class RunSpool:
             os.close(fd)
             return False
         self._lock_fd = fd
+        # Strays of processes that held the lock before (they died mid-write). Not this
+        # process's own: its flusher may be writing a fragment right now, on another thread
+        # (the sender takes the lock when it starts, which on a busy node can be after the
+        # first flush: deleting that file lost the run's first steps while the close report
+        # counted them as spooled).
+        mine = f".{os.getpid()}.tmp"
         for stray in self.path.glob(".*.tmp"):
-            stray.unlink(missing_ok=True)
+            if not stray.name.endswith(mine):
+                stray.unlink(missing_ok=True)
         return True
 
     def unlock(self) -> None:
@@ -138,10 +145,8 @@ class RunSpool:
     def append(self, steps: list[Step]) -> str:
         """Persist a batch as a new fragment; returns its name."""
         name = f"{time.time_ns():020d}-{os.getpid()}-{next(_SEQ):06d}.jsonl"
-        header = {"grposcope_spool": SPOOL_VERSION, "run_key": self.run_key, "n_steps": len(steps)}
-        lines = [json.dumps(header)] + [json.dumps(s, allow_nan=False) for s in steps]
         try:
-            self._atomic_write(name, "\n".join(lines) + "\n")
+            self._atomic_write(name, self._fragment_text(steps))
         except OSError as exc:
             if not self._disk_warned:
                 self._disk_warned = True
@@ -153,6 +158,28 @@ class RunSpool:
                 )
             self._memory[name] = steps
         return name
+
+    def _fragment_text(self, steps: list[Step]) -> str:
+        header = {"grposcope_spool": SPOOL_VERSION, "run_key": self.run_key, "n_steps": len(steps)}
+        lines = [json.dumps(header)] + [json.dumps(s, allow_nan=False) for s in steps]
+        return "\n".join(lines) + "\n"
+
+    def persist_memory(self) -> int:
+        """Write the fragments the disk refused earlier (a full disk since freed, a spool
+        directory removed under us and now re-creatable); returns the steps still held in
+        memory only, which a process exit loses."""
+        for name in sorted(self._memory):
+            steps = self._memory[name]
+            try:
+                self._atomic_write(name, self._fragment_text(steps))
+            except OSError:
+                break  # the disk still refuses: keep the order, try the rest next time
+            del self._memory[name]
+        return self.memory_steps()
+
+    def memory_steps(self) -> int:
+        """Steps held in memory only (fragments the disk refused)."""
+        return sum(len(steps) for steps in self._memory.values())
 
     def fragments(self) -> list[str]:
         """Names of the pending fragments, oldest first."""
