@@ -194,9 +194,10 @@ def test_alerts_are_logged_once_and_stop_only_when_asked(stub, script, tmp_path,
     assert not watcher.stop_requested and not info_only.stop_requested  # info never stops
     assert stopper.stop_reason.startswith("reward_hacking")
     assert [a["kind"] for a in watcher.alerts] == ["reward_hacking", "plateau_reached"]
-    alerts = [m for m in map(logging.LogRecord.getMessage, caplog.records) if "alert [" in m]
+    alerts = [m for m in map(logging.LogRecord.getMessage, caplog.records) if "alert on run" in m]
     hacking = [m for m in alerts if "reward_hacking" in m]
     assert len(hacking) == 3  # once per run, although every ingest repeats it
+    assert all(m.startswith("grposcope alert on run 'r': [critical]") for m in hacking)
 
 
 def test_log_rejects_bad_steps_and_finish_bad_status(stub, tmp_path) -> None:

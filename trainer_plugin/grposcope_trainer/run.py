@@ -241,7 +241,8 @@ class Run:
             self._seen.add(key)
             self.alerts.append(alert)
             logger.warning(
-                "grposcope alert [%s] %s (opened at step %s): %s",
+                "grposcope alert on run %r: [%s] %s (opened at step %s): %s",
+                self.name,
                 alert.get("severity"),
                 alert.get("kind"),
                 alert.get("opened_step"),
