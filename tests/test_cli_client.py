@@ -231,3 +231,10 @@ def test_runs_list_shows_whole_names(live_server: LiveServer):
     rows = out.stdout.splitlines()
     assert rows[0].split()[:4] == ["id", "team", "project", "name"]
     assert sorted(row.split()[3] for row in rows[1:]) == sorted(names)
+    empty = cli("runs", "list", "--project", "nope",
+                env={"GRPOSCOPE_URL": live_server.url, "GRPOSCOPE_TOKEN": token})  # fmt: skip
+    assert empty.returncode == 0 and empty.stdout == ""  # not a lone header line
+    assert "no runs with project 'nope'" in empty.stderr
+    bad = cli("runs", "list", "--limit", "0",
+              env={"GRPOSCOPE_URL": live_server.url, "GRPOSCOPE_TOKEN": token})  # fmt: skip
+    assert bad.returncode == 2 and "argument --limit: must be between 1 and 1000" in bad.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from grposcope.cli.common import ApiClient, add_client_options, print_json
 
@@ -14,7 +15,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     ls.add_argument("--team")
     ls.add_argument("--project")
     ls.add_argument("--status")
-    ls.add_argument("--limit", type=int, default=1000)
+    ls.add_argument("--limit", type=_limit, default=1000, help="at most this many (1–1000)")
     ls.add_argument("--json", action="store_true", help="machine-readable output")
     add_client_options(ls)
     ls.set_defaults(handler=list_runs)
@@ -23,6 +24,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     show.add_argument("--json", action="store_true", help="machine-readable output")
     add_client_options(show)
     show.set_defaults(handler=show_run)
+
+
+def _limit(text: str) -> int:
+    """--limit as the API takes it: an integer in [1, 1000] (a usage error otherwise, naming
+    the flag rather than the query parameter the server would have refused)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if not 1 <= value <= 1000:
+        raise argparse.ArgumentTypeError(f"must be between 1 and 1000, got {value}")
+    return value
 
 
 LIST_KEYS = ("id", "name", "project", "team", "status", "last_step", "open_alerts")
@@ -53,6 +66,10 @@ def list_runs(args: argparse.Namespace) -> int:
     runs = [list_item(item) for item in client.get("/runs", params=params)["items"]]
     if args.json:
         print_json(runs)
+        return 0
+    if not runs:
+        wanted = ", ".join(f"{k} {v!r}" for k, v in params.items() if k != "limit")
+        print(f"no runs{' with ' + wanted if wanted else ''}", file=sys.stderr)
         return 0
     # Columns as wide as their longest entry: names cut at a fixed width made the five runs
     # of one sweep ("shibukizero_qwen2.5-math-1.5b_ma…") read as one.
