@@ -59,6 +59,29 @@ def test_cli_json_and_the_stored_snapshot_agree_key_for_key(api, tmp_path, capsy
     assert "prediction" not in stored  # a section that does not apply is absent, not null
 
 
+def test_a_finished_runs_last_fit_is_the_cli_fit_of_its_log(api, tmp_path, capsys) -> None:
+    """Streamed in pieces, the run's fits are a warm chain; the one its finish adds is cold,
+    so it is what `grposcope fit` prints for the same log (a tester found the two a hair
+    apart, and the run's history showing two fits at its last step that disagreed)."""
+    steps, values = learning_curve(n=150, seed=4)
+    cli = _cli_fit(tmp_path, steps, values, capsys)
+    run = make_run(api, api.alpha, hyperparameters=HYPER)
+    for start in range(0, 150, 30):
+        send(
+            api, api.alpha, run["id"], steps[start : start + 30], reward=values[start : start + 30]
+        )
+        assert drain(worker_for(api)) == 1
+    finish = api.client.post(f"/api/v1/runs/{run['id']}/finish", json={"status": "finished"},
+                             headers=api.headers(api.alpha))  # fmt: skip
+    assert finish.status_code == 200, finish.text
+    assert drain(worker_for(api)) == 1
+    stored = api.client.get(f"/api/v1/runs/{run['id']}/fit", headers=api.headers(api.viewer))
+    stored = stored.json()
+    assert stored["step"] == steps[-1]
+    for key in ("oscillator", "plateau", "regime", "single_exponential"):
+        assert stored[key] == cli[key], key
+
+
 # A snapshot as the worker stored it before `schema_version` (trimmed forecast, real keys).
 LEGACY = {
     "status": "ok", "success": True, "message": "converged", "n_points": 120, "metric": "reward",

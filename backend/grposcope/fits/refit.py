@@ -153,6 +153,11 @@ def fit_one(
             chained, made = _add_history(session, run, plan, got, previous.step, warm, made)
             warm = chained if chained is not None else warm
             carried = None if force else _carry(made, last, hyper, plan.constrained_growth)
+    if force:
+        # A finished run's last fit is the run's record: cold, so it is the fit `grposcope fit`
+        # prints for the same log, value for value (a warm chain can end a hair apart, in
+        # another basin at worst, and the run then showed two fits of one series).
+        warm = None
     extra = annotate(metric) if annotate else {}
     return _add_snapshot(session, run, metric, got, hyper, carried, warm, cache, extra)[0]
 
