@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -114,3 +116,53 @@ def _rolling(base, headers):
     done = first_round_over and live_later and "critical" in severities
     return done, {"done": done, "runs": sorted(by_name), "unstable_severities": severities,
                   "live_after_the_first_round": live_later}  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_stops_the_runs_then_the_server_and_leaves_nothing_behind(tmp_path, sig):
+    """Ctrl-C and SIGTERM alike: the runs finish while the server still answers (no
+    'unreachable', nothing left to resend), then the server stops, the temp folder goes, no
+    spool is touched, and the demo says it stopped, exit status 0."""
+    home, tmp, spool = tmp_path / "home", tmp_path / "tmp", tmp_path / "spool"
+    home.mkdir()
+    tmp.mkdir()
+    env = {**os.environ, "HOME": str(home), "TMPDIR": str(tmp), "GRPOSCOPE_SPOOL_DIR": str(spool)}
+    db = tmp_path / "kept.db"  # outside the temp folder, to read the runs' status afterwards
+    port = free_port()
+    log_path = tmp_path / "demo.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "grposcope.cli.main", "demo", "--port", str(port),
+             "--trainer-steps", "0", "--pace", "5", "--db", f"sqlite:///{db}"],
+            stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path, env=env,
+        )  # fmt: skip
+        try:
+            token = _login_token(log_path, proc)
+            headers = {"Authorization": f"Bearer {token}"}
+            base = f"http://127.0.0.1:{port}/api/v1"
+            seen = _wait_for(lambda: _streaming(base, headers), timeout=120)
+            assert seen.get("runs", 0) >= 3, seen
+            assert list(tmp.glob("grposcope-demo-*")), "the demo's temp folder"
+            proc.send_signal(sig)
+            code = proc.wait(60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+    text = log_path.read_text()
+    assert code == 0, text
+    assert text.rstrip().endswith("grposcope demo stopped."), text
+    assert "unreachable" not in text and "not yet acknowledged" not in text, text
+    assert list(tmp.iterdir()) == [], "the demo's temp folder is removed"
+    assert not spool.exists() and not (home / ".cache" / "grposcope").exists()
+    with sqlite3.connect(db) as con:
+        statuses = dict(con.execute("SELECT name, status FROM runs").fetchall())
+    assert statuses and set(statuses.values()) == {"finished"}, statuses
+
+
+def _streaming(base, headers):
+    """Done once the three bandit runs have steps on the server."""
+    runs = httpx.get(f"{base}/runs", headers=headers, timeout=10).json()["items"]
+    stepped = [r for r in runs if (r.get("last_step") or 0) >= 10]
+    return len(stepped) >= 3, {"runs": len(stepped)}

@@ -5,9 +5,12 @@ learning-rate warmup carries it past the exact stability threshold (K_ref = 24: 
 lr ≈ 0.32, unstable at its peak lr of 0.5). Its early, well-behaved rise measures the curvature
 K at the lr then in effect; each run also brings the bandit's exact curvature (a pilot
 measurement, `brought_curvature`), so dynamical_instability is predicted, critical, from the
-margin at the peak lr long before the oscillation grows (around step 150) and the reward pins
-to a corner (around step 300). Each scenario runs again and again (`rolling_bandits`), so a
-demo always has live runs. Needs only numpy and httpx: no torch.
+margin at the peak lr long before the oscillation grows (around step 150) and the policy locks
+onto one arm (around steps 250–300). With these rewards (1 and 0) the swings end on the better
+arm: the reward then reads ≈ 0.999, above the stable runs' ≈ 0.88 (the fixed point
+p* = sigmoid(1/beta)), while the objective GRPO maximises, reward − beta·KL(pi || pi_ref), falls
+from 0.72 to 0.66 and the entropy collapses (README's demo paragraph). Each scenario runs again
+and again (`rolling_bandits`), so a demo always has live runs. Needs only numpy and httpx.
 """
 
 from __future__ import annotations
@@ -68,8 +71,11 @@ def brought_curvature(cfg) -> dict[str, float]:  # type: ignore[no-untyped-def]
 
 
 def stream_bandit(scenario: BanditScenario, seed: int, stop: threading.Event, *,
-                  name: str | None = None, pace: float = 1.0) -> None:  # fmt: skip
-    """Send one bandit run step by step at its pace (times ``pace``), as a live trainer would."""
+                  name: str | None = None, pace: float = 1.0,
+                  spool_dir: str | None = None) -> None:  # fmt: skip
+    """Send one bandit run step by step at its pace (times ``pace``), as a live trainer would;
+    ``stop`` ends it early (finished, its last steps flushed). Unsent steps wait in
+    ``spool_dir`` (None: the plugin's default)."""
     from grposcope_trainer import Run
 
     cfg, scale, trajectory = bandit_trajectory(scenario, seed)
@@ -80,7 +86,7 @@ def stream_bandit(scenario: BanditScenario, seed: int, stop: threading.Event, *,
              **brought_curvature(cfg)}  # fmt: skip
     run = Run(project="bandit-lab", name=name or scenario.name, hyperparameters=hyper,
               config={"demo": True, "seed": seed}, run_key=f"demo-{scenario.name}-{seed}",
-              flush_timeout=5)  # fmt: skip
+              flush_timeout=5, spool_dir=spool_dir)  # fmt: skip
     rows = zip(trajectory.steps, trajectory.reward, trajectory.expected_reward, scale,
                strict=True)  # fmt: skip
     for step, reward, expected, factor in rows:
@@ -91,7 +97,8 @@ def stream_bandit(scenario: BanditScenario, seed: int, stop: threading.Event, *,
     run.finish("finished")
 
 
-def rolling_bandits(index: int, stop: threading.Event, pace: float = 1.0) -> None:
+def rolling_bandits(index: int, stop: threading.Event, pace: float = 1.0,
+                    spool_dir: str | None = None) -> None:  # fmt: skip
     """Scenario ``index`` again and again until ``stop``: a fresh run (new seed, name suffixed
     -r2, -r3, …) a short pause after each one ends, so a demo opened at any time has live runs.
     Scenario i first starts i·ROLL_STAGGER_S later than the first, so the runs end and start
@@ -103,7 +110,7 @@ def rolling_bandits(index: int, stop: threading.Event, pace: float = 1.0) -> Non
     while not stop.is_set():
         seed = index + round_ * len(SCENARIOS)
         name = scenario.name if round_ == 0 else f"{scenario.name}-r{round_ + 1}"
-        stream_bandit(scenario, seed, stop, name=name, pace=pace)
+        stream_bandit(scenario, seed, stop, name=name, pace=pace, spool_dir=spool_dir)
         round_ += 1
         if stop.wait(ROLL_PAUSE_S / pace):
             return
