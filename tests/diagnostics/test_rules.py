@@ -439,6 +439,21 @@ def test_oscillatory_note_needs_a_real_overshoot():
     assert _osc_level(s, small, 0.3)[0] == 0  # an overshoot within the noise
 
 
+def test_a_second_stage_still_rising_is_not_an_overshoot():
+    """A staged reward (format first, correctness later) rises past the plateau the first
+    stage's fit knows, and is still rising: no overshoot, since nothing came back (the 292-step
+    Llama run read "oscillating: overshot the fitted plateau 4.14 by 2.87" on its way to 7.9).
+    The same excess that then comes back down is one."""
+    rng = np.random.default_rng(9)
+    s = np.arange(1, 201)
+    first = 0.8 - 0.7 * np.exp(-s / 15.0)
+    staged = first + np.clip((s - 120) / 80.0, 0, None) * 0.6 + rng.normal(0.0, 0.02, s.size)
+    assert _osc_level(s, staged, 0.3)[0] == 0
+    back = staged.copy()
+    back[170:] = first[170:] + rng.normal(0.0, 0.02, 30)  # the peak came back down
+    assert _osc_level(s, back, 0.3)[0] == 1
+
+
 def test_reward_fall_is_causal_a_prefix_gives_the_same_levels():
     """Live (a prefix) and after the fact (the whole run) must agree step by step, or an alert
     would open at different steps in a replay than it did live."""

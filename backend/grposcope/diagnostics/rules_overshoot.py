@@ -9,7 +9,12 @@ only when the oscillation is real *and* large:
 - the best w-point trailing mean so far is above the fitted plateau's upper band by more than
   the noise: ``fall_sigmas`` standard errors of a window mean plus the upward bias of a running
   maximum (√(2 ln n)·SE, autocorrelation included, ``noise.causal_window_se``);
-- and that overshoot is at least ``overshoot_share`` of the fitted gain |p* − p0|.
+- and that overshoot is at least ``overshoot_share`` of the fitted gain |p* − p0|;
+- and the reward has come back from that peak: its w-point trailing mean at the fit's step
+  lies more than the same bar below the best. A reward still at its best has not overshot
+  anything: it is still rising, in a new stage the fit of the last one does not know (the
+  292-step Llama staged run read "oscillating: overshot the fitted plateau 4.14 by 2.87" on
+  its way from 4 to 7.9).
 """
 
 from __future__ import annotations
@@ -34,13 +39,15 @@ def overshoot(data: RunData, p: Params) -> Sub | None:
     w = points(p["smooth_window"], s)
     if s.size < 2 * w:
         return None
-    best = np.maximum.accumulate(shared_trailing_mean(data, v, w))
+    trailing = shared_trailing_mean(data, v, w)
+    best = np.maximum.accumulate(trailing)
     se = shared_window_se(data, v, w, scope(data.memo, "reward", s, v))
     bar = (p["fall_sigmas"] + max_bias(np.maximum(np.arange(1, s.size + 1) / w, 1.0))) * se
     steps = np.array([f.step for f in fits], dtype=np.int64)
     best_at, bar_at = level_at(s, best, steps), level_at(s, bar, steps)
+    back = best_at - level_at(s, trailing, steps) > bar_at  # came back from the peak
     excess = np.array([best_at[i] - _ceiling(f) for i, f in enumerate(fits)])
-    level = np.array([_fires(f, excess[i], bar_at[i], p) for i, f in enumerate(fits)],
+    level = np.array([_fires(f, excess[i], bar_at[i], p) and back[i] for i, f in enumerate(fits)],
                      dtype=np.int8)  # fmt: skip
 
     def evidence(i: int) -> dict:
