@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -67,24 +68,73 @@ def hyper_for(run: Run) -> Hyper | None:
         return None
 
 
+# The config keys that give the run's planned total, in order of preference: `planned_steps`
+# is the trainer's own total (transformers' `state.max_steps`, computed from num_train_epochs
+# when `max_steps` is -1), which the callback adds to `args.to_dict()`; `max_steps` is what the
+# TrainingArguments said (-1 for an epoch-sized run), or trainer_state.json's total for an import.
+PLANNED_TOTAL_KEYS = ("planned_steps", "max_steps")
+
+
 def total_steps(run: Run) -> int | None:
-    """The planned length of the run, when its config says (max_steps)."""
-    value = (run.config or {}).get("max_steps")
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
-        return int(value)
+    """The planned length of the run, when its config says: the first of `PLANNED_TOTAL_KEYS`
+    holding a positive finite number, or None (an epoch-sized run from a client that sent only
+    its `max_steps = -1`, a run with no config)."""
+    config = run.config or {}
+    for key in PLANNED_TOTAL_KEYS:
+        value = config.get(key)
+        if (isinstance(value, (int, float)) and not isinstance(value, bool)
+                and math.isfinite(value) and value >= 1):  # fmt: skip
+            return int(value)
     return None
 
 
 def sampling_for(run: Run, steps: np.ndarray, spread: tuple[np.ndarray, np.ndarray] | None) -> Any:
     """What the log says about the sampling noise of the metric's step mean (docs/model.md §2.4), or
     None: it needs the completions per optimizer step (`batch_size` from the callback) and a
-    logged spread (`reward_std` for `reward`). A logged point covers `logging_steps` optimizer
-    steps, read off the series' own step spacing, so its mean is over that many batches."""
+    logged spread (`reward_std` for `reward`).
+
+    `completions_per_step` is the number of distinct completions one logged point averages:
+
+        N = batch_size / num_iterations × spacing, at least one generation batch,
+
+    `spacing` the series' own step spacing. TRL logs the reward once per generation batch (the
+    mean of its rewards) and each log averages the batches generated since the last one, so a
+    logged point covers every completion generated in the optimizer steps since the previous
+    point. `batch_size` (per_device_train_batch_size × gradient_accumulation_steps × processes)
+    counts completions *consumed* per optimizer step; with `num_iterations` = μ each generated
+    completion is consumed μ times, so batch_size / μ are generated per optimizer step, and a
+    point `spacing` steps after the last covers batch_size / μ × spacing. The spacing is
+    `logging_steps` when every logging window holds a generation, and the generation period
+    (steps_per_generation × μ / gradient_accumulation_steps) when the windows are shorter, where
+    the reward is logged only at the steps where a batch was generated: μ = 2, logging_steps =
+    1, 8 completions per step log the reward at steps 1, 3, 5, … with 8 completions each, not 16.
+    One point never averages less than one generation batch (TRL's `generation_batch_size`,
+    over all processes, when the config has it): an uneven spacing's median can fall below it.
+    """
     if not run.batch_size or steps.size < 2 or spread is None:
         return None
     spacing = max(1.0, step_spacing(steps if increasing(steps) else np.unique(steps)))
-    return Sampling(completions_per_step=float(run.batch_size) * spacing,
-                    reward_std=spread)  # fmt: skip
+    per_point = float(run.batch_size) / _num_iterations(run) * spacing
+    generation_batch = _config_count(run, "generation_batch_size")
+    if generation_batch is not None:
+        per_point = max(per_point, float(generation_batch))
+    return Sampling(completions_per_step=max(1.0, per_point), reward_std=spread)
+
+
+def _num_iterations(run: Run) -> int:
+    """TRL's `num_iterations` (optimizer passes over each generated batch): the run's
+    hyperparameter, else its config's, else 1."""
+    if run.num_iterations is not None and run.num_iterations >= 1:
+        return int(run.num_iterations)
+    return _config_count(run, "num_iterations") or 1
+
+
+def _config_count(run: Run, key: str) -> int | None:
+    """A positive integer of the run's config, or None."""
+    value = (run.config or {}).get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return int(value) if math.isfinite(value) and value >= 1 else None
 
 
 def lr_in_effect(hyper: Any, steps: np.ndarray, values: np.ndarray,

@@ -147,7 +147,7 @@ class GRPOScopeCallback(TrainerCallback):
                 **hyperparameters(args, model, optimizer),
                 **self._extra_hyperparameters,
             },
-            config=json_safe(args.to_dict()) if hasattr(args, "to_dict") else {},
+            config=run_config(args, state),
             url=cfg.url,
             token=cfg.token,
             spool_dir=cfg.spool_dir,
@@ -163,6 +163,23 @@ class GRPOScopeCallback(TrainerCallback):
             if not self._stopped:
                 self._stopped = True
                 logger.warning("grposcope: stopping training on alert %s", run.stop_reason)
+
+
+def run_config(args: Any, state: Any) -> dict[str, Any]:
+    """The run's `config`: the trainer's `args.to_dict()` as given, plus `planned_steps`, the
+    trainer's own planned total (`state.max_steps`, set before `on_train_begin`).
+
+    `max_steps` stays what the user set: -1 when `num_train_epochs` sizes the run, and the
+    Trainer then computes the total from the dataloader's length. The server reads
+    `planned_steps` first, then `max_steps` (docs/trainer.md), for the fit's horizon, the forecast's
+    progress and the compute a stop would save. A resume sends it again (the total the resumed
+    trainer computed), and the server replaces the run's config.
+    """
+    config = json_safe(args.to_dict()) if hasattr(args, "to_dict") else {}
+    planned = getattr(state, "max_steps", None)
+    if isinstance(planned, int) and not isinstance(planned, bool) and planned > 0:
+        config["planned_steps"] = planned
+    return config
 
 
 def _explicit_run_name(args: Any, output_dir: Path) -> str | None:
