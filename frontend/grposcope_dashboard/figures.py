@@ -19,7 +19,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from grposcope_dashboard import analysis
-from grposcope_dashboard.formatting import num, to_float
+from grposcope_dashboard.formatting import num, step, to_float
 
 # At most this many alert lines on the reward chart (open alerts first, then the latest).
 MAX_ALERT_LINES = 20
@@ -41,7 +41,14 @@ SEVERITY_COLORS = {"critical": "#c92a2a", "warning": "#e67700", "info": "#1c7ed6
 PHASE_COLORS = ("rgba(250, 176, 5, 0.10)", "rgba(64, 192, 87, 0.08)", "rgba(34, 139, 230, 0.08)")
 PHASE_NAMES = ("slow start", "rapid rise", "plateau")  # overdamped (ζ ≥ 1, determined)
 PHASE_NAMES_RISE = ("accelerating rise", "slowing rise", "plateau")  # any other fit
-PHASE_LABEL_MIN_WIDTH = 0.08  # a phase narrower than this share of the x-axis goes unnamed
+# A phase is named only where its band is wider than its name: the plot area of the run page's
+# reward chart is about 720 px wide in a 1,280 px window (700 assumed: narrower windows lose
+# labels before they overlap), and a 10 px label takes about 6 px a character plus its padding.
+# A fixed share of the axis (8 %) let "accelerating rise" (~100 px) run into "slowing rise" on
+# a phase 10 % of the axis wide.
+PHASE_PLOT_WIDTH_PX = 700
+PHASE_LABEL_CHAR_PX = 6.0
+PHASE_LABEL_PAD_PX = 10.0
 # A half-width panel's empty message is wrapped to this many characters a line: at 14 px that
 # is about 420 px, inside a half-width panel at 1,280 px.
 MESSAGE_WIDTH = 56
@@ -202,6 +209,24 @@ def phase_names(fit: Mapping[str, Any] | None) -> tuple[str, str, str]:
     return PHASE_NAMES_RISE
 
 
+def fitted_fall(fit: Mapping[str, Any] | None) -> bool:
+    """Whether the fitted curve falls: its p* (the level it settles at) below its p0 (where it
+    starts). A run that rose and then collapsed is fitted as a fall from its peak to the floor;
+    its phases are not the phases of a rise, and the chart shades none (docs/dashboard.md)."""
+    fit = fit or {}
+    for part in (fit.get("oscillator"), fit.get("constrained")):
+        if isinstance(part, Mapping):
+            p0, p_star = to_float(part.get("p0")), to_float(part.get("p_star"))
+            if math.isfinite(p0) and math.isfinite(p_star):
+                return p_star < p0
+    return False
+
+
+def label_fits(name: str, share: float, plot_px: float = PHASE_PLOT_WIDTH_PX) -> bool:
+    """Whether a phase ``share`` of the x-axis wide has room for its name at the top."""
+    return share * plot_px >= len(name) * PHASE_LABEL_CHAR_PX + PHASE_LABEL_PAD_PX
+
+
 def _phase_rect(name: str, a: float, b: float, color: str, labelled: bool) -> dict[str, Any]:
     """One shaded phase, named at its top where it is wide enough for the name."""
     rect: dict[str, Any] = {
@@ -227,18 +252,20 @@ def _phase_rect(name: str, a: float, b: float, color: str, labelled: bool) -> di
 
 
 def phase_shapes(fit: Mapping[str, Any] | None, x_range: tuple[float, float]) -> list[dict]:
-    """The three phases shaded (and named) inside ``x_range``; none without both edges."""
+    """The three phases shaded inside ``x_range``, each named where its band has room for the
+    name; none without both edges, and none where the fitted curve falls (:func:`fitted_fall`:
+    "accelerating rise" over a run's collapse read as the opposite of what happened)."""
     x0, x1 = x_range
     phases = (fit or {}).get("phases") or {}
     edges = [x0, to_float(phases.get("slow_start_end")), to_float(phases.get("plateau_start")), x1]
-    if not all(math.isfinite(b) for b in edges[1:3]):
+    if not all(math.isfinite(b) for b in edges[1:3]) or fitted_fall(fit) or not x1 > x0:
         return []
     names = phase_names(fit)
     shapes = []
     for i in range(3):
         a, b = max(edges[i], x0), min(edges[i + 1], x1)
         if b > a:
-            wide = (b - a) >= PHASE_LABEL_MIN_WIDTH * (x1 - x0)
+            wide = label_fits(names[i], (b - a) / (x1 - x0))
             shapes.append(_phase_rect(names[i], a, b, PHASE_COLORS[i], wide))
     return shapes
 
@@ -730,20 +757,21 @@ def forecast_evolution_figure(
     fits: Sequence[Mapping[str, Any]], final: float | None = None
 ) -> go.Figure:
     """The plateau forecast (with its 80 % interval, as the API serves it) against the step
-    the fit was made at; ``final`` (the finished run's late level) as a reference line."""
-    rows = [f for f in fits if isinstance(f.get("plateau"), Mapping)]
+    the fit was made at; ``final`` (the finished run's late level) as a reference line. A run
+    with a forecast at one step only (an imported run is fitted once; early fits that did not
+    converge have no plateau) shows that one forecast with its interval, and says it is a
+    single fit: a dot alone, with no band and no word, read as a broken chart."""
+    rows = [
+        f
+        for f in fits
+        if isinstance(f.get("plateau"), Mapping)
+        and math.isfinite(to_float(f["plateau"].get("value")))
+        and math.isfinite(to_float(f.get("step")))
+    ]
     if not rows:
         return empty_figure("No fits yet: the forecast history appears after the first refit.")
-    if len({f.get("step") for f in rows}) < 2:
-        # One snapshot (an imported run is fitted once) is a dot, not a history: say so.
-        only = rows[-1]
-        plateau = only["plateau"]
-        return empty_figure(
-            f"One forecast so far (step {only.get('step')}: plateau {num(plateau.get('value'))})."
-            "<br>A history needs fits at two or more steps: a live run gets them"
-            "<br>as it trains; an imported run is fitted once.",
-            height=300,
-        )
+    if len({to_float(f["step"]) for f in rows}) < 2:
+        return _single_fit_figure(rows[-1], final)
     x = [f["step"] for f in rows]
     value = [to_float(f["plateau"].get("value")) for f in rows]
     lo = [to_float(f["plateau"].get("lo")) for f in rows]
@@ -787,6 +815,61 @@ def forecast_evolution_figure(
     fig.update_xaxes(title_text="step the forecast was made at")
     fig.update_yaxes(title_text="forecast plateau")
     return base_layout(fig, height=300)
+
+
+def _single_fit_figure(only: Mapping[str, Any], final: float | None) -> go.Figure:
+    """One forecast: its plateau as a point, its 80 % interval as an error bar (the band of a
+    single point), the level reached, and a note saying this is a single fit."""
+    plateau = only["plateau"]
+    value = to_float(plateau.get("value"))
+    lo, hi = to_float(plateau.get("lo")), to_float(plateau.get("hi"))
+    has_band = math.isfinite(lo) and math.isfinite(hi)
+    fig = go.Figure(
+        go.Scatter(
+            x=[only["step"]],
+            y=[value],
+            mode="markers",
+            name="plateau forecast",
+            marker={"size": 8, "color": COLORS["fit"]},
+            error_y={
+                "type": "data",
+                "symmetric": False,
+                "array": [hi - value],
+                "arrayminus": [value - lo],
+                "color": COLORS["fit"],
+                "thickness": 1.5,
+                "width": 6,
+            }
+            if has_band
+            else None,  # fmt: skip
+        )
+    )
+    if final is not None and math.isfinite(final):
+        fig.add_hline(
+            y=final, line={"color": "#333", "dash": "dot"}, annotation_text=f"reached {num(final)}"
+        )
+    band = f" [{num(lo)}, {num(hi)}]" if has_band else ""
+    fig.add_annotation(
+        text=f"A single fit so far (step {step(only['step'])}): plateau {num(value)}{band}.<br>"
+        + wrap_message(
+            "A history needs fits at two or more steps: a live run gets them as it trains; "
+            "an imported run is fitted once.",
+            MESSAGE_WIDTH,
+        ),
+        showarrow=False,
+        xref="paper",
+        yref="paper",
+        x=0.5,
+        y=1.0,
+        yanchor="bottom",
+        font={"size": 12, "color": "#666"},
+        name="single fit",
+    )
+    # one tick, at the fit's step (plotly put 29, 29.5, 30, 30.5, 31 around a single point)
+    fig.update_xaxes(title_text="step the forecast was made at", tickvals=[only["step"]])
+    fig.update_yaxes(title_text="forecast plateau")
+    return base_layout(fig, height=300, showlegend=False, margin={"l": 55, "r": 15, "t": 60,
+                                                                   "b": 40})  # fmt: skip
 
 
 # -- metric explorer ---------------------------------------------------------------------------

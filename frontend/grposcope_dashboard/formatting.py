@@ -71,7 +71,8 @@ TIPS = {
         "of the way to the plateau. An overdamped fit (ζ ≥ 1): slow start (momentum's inertia, "
         "until the inflection), then rapid rise. Any other fit: accelerating rise until the "
         "inflection (an oscillatory curve reaches it late, near the plateau level, so its rise "
-        "is not slow), then slowing rise; also where the data do not tell the regime."
+        "is not slow), then slowing rise; also where the data do not tell the regime. A fitted "
+        "curve that falls (its plateau below its start: a run that collapsed) is not shaded."
     ),
     "frac_zero_std": (
         "Share of groups whose G completions all got the same reward: they carry no advantage "

@@ -262,6 +262,7 @@ def test_compare_overlays_three_runs_from_two_teams(dash_server: Any, page: Any)
     page.get_by_text("normalised").click()
     page.wait_for_timeout(3000)
     shot(page, "compare", full_page=True)
+    _check_compare_fits_the_window(page, dash_server, ids)
     viewer = Api(dash_server.url, dash_server.admin_token)
     wait_until(lambda: viewer.http.get(f"/runs/{ids[2]}/forecast-accuracy").json().get("items"),
                60, "the final refit scoring the finished run's forecasts")  # fmt: skip
@@ -271,10 +272,29 @@ def test_compare_overlays_three_runs_from_two_teams(dash_server: Any, page: Any)
     # a finished run's axis ends where it ended, not a forecast window later
     x_end = wait_until(lambda: page.evaluate(X_END_JS), 20, "the reward chart drawn")
     assert x_end == 300
-    # sent in one batch, the run was fitted at one step only: its history says so, no dot
+    # sent in one batch, the run was fitted at one step only: its history says so, and shows
+    # that one forecast with its interval
     fits = viewer.http.get(f"/runs/{ids[2]}/fits").json()["items"]
     if len({f["step"] for f in fits}) == 1:
-        page.locator("#run-evolution").get_by_text("One forecast so far").wait_for()
+        page.locator("#run-evolution").get_by_text("A single fit so far").wait_for()
+
+
+WIDTH_JS = "() => document.documentElement.scrollWidth"
+
+
+def _check_compare_fits_the_window(page: Any, server: Any, ids: list[int]) -> None:
+    """With a long run name beside the others (every fitted parameter and the model size),
+    the parameters table scrolls inside its card: it pushed the page to 1,287 px at 1,280."""
+    api = _writer(server, "ml")
+    long_id = api.create_run("compare", LONG_NAME, learning_rate=1e-6, momentum=0.9,
+                             num_generations=24, k_ref=2, model_params=1_543_714_304)  # fmt: skip
+    ingest_whole_run(api, long_id, 60, seed=long_id, group=24)
+    api.finish(long_id)
+    page.goto(f"{server.url}/compare?runs={','.join(map(str, [*ids, long_id]))}")
+    page.locator("#cmp-params-table").get_by_text(LONG_NAME[:12]).first.wait_for()
+    page.wait_for_timeout(1000)
+    width = page.evaluate(WIDTH_JS)
+    assert width <= 1280, f"the compare page is {width} px wide in a 1,280 px window"
 
 
 def test_viewer_is_refused_admin_settings(dash_server: Any, page: Any) -> None:

@@ -150,7 +150,27 @@ def test_forecast_evolution_empty_and_filled() -> None:
     served = figures.forecast_evolution_figure(wide)
     assert (min(served.data[0].y), max(served.data[1].y)) == (-0.2, 1.5)  # the API's interval
     one = figures.forecast_evolution_figure(fits[:1])  # an imported run: one snapshot
-    assert not one.data and "One forecast so far" in one.layout.annotations[0].text
+    assert "A single fit so far (step 10)" in one.layout.annotations[0].text
+
+
+def test_a_single_fit_shows_its_forecast_with_its_interval_and_says_so() -> None:
+    """docs/dashboard.md: "a run with a single fit says so". Early fits without a plateau
+    (not converged) beside one with it drew one dot, no band and no note."""
+    fits = [{"step": 10, "plateau": {"value": None, "lo": None, "hi": None}},
+            {"step": 20, "plateau": {"value": "NaN"}},
+            {"step": 30, "plateau": {"value": 0.646, "lo": 0.619, "hi": 0.673}}]  # fmt: skip
+    fig = figures.forecast_evolution_figure(fits, final=0.638)
+    (dot,) = fig.data
+    assert list(dot.x) == [30] and list(dot.y) == [0.646]
+    assert dot.error_y.array[0] == pytest.approx(0.027) and dot.error_y.arrayminus[0] == (
+        pytest.approx(0.027)
+    )  # the 80 % interval as the API serves it
+    notes = [a.text for a in fig.layout.annotations]
+    assert any("single fit" in t and "0.646 [0.619, 0.673]" in t for t in notes)
+    assert any("reached 0.638" in t for t in notes)
+    imported = figures.forecast_evolution_figure([{"step": 3000, "plateau": {"value": 0.5}}])
+    assert "step 3,000" in imported.layout.annotations[0].text
+    assert imported.data[0].error_y.array is None  # no interval served, none drawn
 
 
 def test_overlay_modes() -> None:
@@ -292,3 +312,51 @@ def test_the_runs_table_fits_1400_px() -> None:
     assert styles["run"]["whiteSpace"] == "normal" and styles["run"]["maxWidth"] <= 300
     row = run_row({"id": 1, "name": "r", "team": "ml", "project": "gsm8k"})
     assert row["where"] == "ml / gsm8k"
+
+
+# -- a collapsed run, a coarse run, a single fit ---------------------------------------------
+
+COLLAPSED = {  # GET /runs/{id}/fit of a run that rose to ~0.65 and fell to ~0 by step 150
+    "step": 300,
+    "n_points": 300,
+    "first_step": 1.0,
+    "last_step": 300.0,
+    "plateau": {"value": 0.0148, "lo": 0.0025, "hi": 0.027},
+    "phases": {"slow_start_end": 120.5, "plateau_start": 152.7},
+    "oscillator": {"p_star": 0.0148, "p0": 0.5695, "zeta": 0.752, "t0": 103.3},
+    "regime": "oscillatory",
+    "regime_determined": True,
+}
+
+
+def test_a_fitted_fall_is_not_shaded_as_a_rise() -> None:
+    """Steps 1–120 were shaded "accelerating rise" and 120–152 "slowing rise" on a run whose
+    reward was falling there: the fitted curve falls (p* < p0), and has no rise phases."""
+    assert figures.fitted_fall(COLLAPSED) and not figures.fitted_fall(FIT)
+    assert not figures.fitted_fall({})
+    shapes = figures.fit_shapes(COLLAPSED, (1, 300))
+    assert not [s for s in shapes if s["type"] == "rect" and s["yref"] == "paper"]  # no phase
+    assert {s["name"] for s in shapes} == {"plateau", "plateau interval"}  # the floor it sits at
+    constrained_only = {**COLLAPSED, "oscillator": None,
+                        "constrained": {"p_star": 0.01, "p0": 0.6}}  # fmt: skip
+    assert figures.phase_shapes(constrained_only, (1, 300)) == []
+
+
+def test_phase_labels_are_drawn_only_where_they_fit() -> None:
+    """A run of 30 points had phases 1–3.8 and 3.8–20 on an axis 1–30: the first band (10 % of
+    the axis, ~70 px) was labelled and its name ran into the next: "accelerating rislowing
+    rise". A label is drawn only where its band is wider than its name."""
+    short = {**FIT, "oscillator": {"p_star": 0.65, "p0": 0.18, "zeta": 1.06},
+             "regime_determined": False,
+             "phases": {"slow_start_end": 3.8, "plateau_start": 20.2}}  # fmt: skip
+    rects = figures.phase_shapes(short, (1, 30))
+    labelled = [r["label"]["text"] for r in rects if "label" in r]
+    assert labelled == ["slowing rise", "plateau"]
+    # each label's estimated width fits inside its own band, so no two labels touch
+    for r in rects:
+        if "label" in r:
+            share = (r["x1"] - r["x0"]) / 29
+            assert share * figures.PHASE_PLOT_WIDTH_PX >= len(r["name"]) * 6
+    assert not figures.label_fits("accelerating rise", 0.10)
+    assert figures.label_fits("accelerating rise", 0.20)
+    assert figures.label_fits("plateau", 0.09)

@@ -4,6 +4,8 @@ against the server's schema."""
 
 from __future__ import annotations
 
+from dash import html
+
 from grposcope_dashboard.components import evidence, rule_form, run_panels, story
 
 
@@ -65,7 +67,11 @@ def test_a_run_that_blew_up_reads_unstable_whatever_the_earlier_fit_says():
     assert "Unstable settings" in ahead and "−1.94 at the run's hyperparameters" in ahead
     crashed = {**predicted, "evidence": {**predicted["evidence"], "collapse": {"fall": 0.5}}}
     after = repr(run_panels.stability(fit, None, [crashed]))
-    assert "Unstable settings" not in after and "before the blow-up" in after
+    assert "Unstable settings" not in after and "not a verdict" in after
+    early = {**fit, "first_step": 1, "last_step": 200, "n_points": 200}
+    assert "steps 1–200 (200 points), before the blow-up" in repr(
+        run_panels.stability(early, None, [crashed])
+    )
     wrecked = {**critical, "evidence": {"margin_exact": 0.09, "predicted": True,
                                         "collapse": {"fall": 0.5}}}  # fmt: skip
     assert "+0.09" not in repr(run_panels.stability({}, None, [wrecked]))
@@ -74,6 +80,27 @@ def test_a_run_that_blew_up_reads_unstable_whatever_the_earlier_fit_says():
     assert "Unstable" not in repr(run_panels.stability(fit, None, [resolved]))
     warning = {**critical, "severity": "warning"}
     assert story.unstable_episode([warning]) is None
+
+
+def test_a_collapsed_run_says_what_the_served_fit_covers():
+    """A run that rose to ~0.67 and fell to ~0 by step 150 of 300: its fit (GET /fit: step 300,
+    n_points 300) is of the whole curve, the fall included, while the page said "the fit below
+    describes the curve before the blow-up" and "the model of the curve before step 98"."""
+    fit = {**_fit(0.75, "oscillatory", margin_exact=1.0), "step": 300, "n_points": 300,
+           "first_step": 1.0, "last_step": 300.0}  # fmt: skip
+    fit["oscillator"].update(p0=0.57, p_star=0.0148)
+    alert = {"kind": "dynamical_instability", "severity": "critical", "state": "open",
+             "opened_step": 98, "evidence": {"collapse": {"fall": 0.13}}}  # fmt: skip
+    panel = repr(run_panels.stability(fit, None, [alert]))
+    assert "before the blow-up" not in panel and "before step 98" not in panel
+    assert "steps 1–300 (300 points), the blow-up included" in panel
+    assert "fitted to steps 1–300 (300 points), the blow-up at step 98 included" in panel
+    # a fit made before the blow-up (the worker lags a fast collapse) still says so
+    lagging = {**fit, "step": 90, "last_step": 90.0, "n_points": 90}
+    assert "steps 1–90 (90 points), before the blow-up" in repr(
+        run_panels.stability(lagging, None, [alert])
+    )
+    assert "not recovered" in repr(run_panels.stability(None, None, [alert]))
 
 
 def test_an_instability_warned_of_before_it_turned_critical_reads_critical_from_then():
@@ -87,22 +114,156 @@ def test_an_instability_warned_of_before_it_turned_critical_reads_critical_from_
     assert "unstable since step 139" in cards
 
 
-def test_evidence_reads_as_one_sentence_with_its_numbers():
-    alert = {"kind": "advantage_degeneracy", "message": "most groups got identical rewards",
-             "evidence": {"zero_std_share": 0.83, "iid_prediction": 0.41, "group_size": 4,
-                          "excess": 0.42, "source": "frac_reward_zero_std",
-                          "step_window": [100, 120]}}  # fmt: skip
-    text = evidence.sentence(alert)
-    assert text == ("Most groups got identical rewards: share of groups with identical rewards "
-                    "83%, i.i.d. prediction 41%, G 4 (steps 100–120).")  # fmt: skip
-    nested = {"kind": "dynamical_instability", "message": "reward collapsed",
-              "evidence": {"collapse": {"fall": 0.5, "fall_sigmas": 7.0}}}  # fmt: skip
-    assert "reward fall 0.5" in evidence.sentence(nested)
-    assert "excess" in repr(evidence.details(alert["evidence"]))  # all values, one click away
-    late = {**alert, "message": "(recorded after the fact) advantage_degeneracy"}
-    assert evidence.sentence(late).startswith(
-        "Advantage degeneracy, recorded after the fact: share of groups with identical"
+COLLAPSE = {
+    "kind": "dynamical_instability",
+    "severity": "critical",
+    "message": "reward collapsed from 0.6415 (median of steps 57–76) to 0.5102 in the next 5 "
+    "points (3.27 noise σ); 0.0047 at step 300 (median of the last 5 points)",
+    "evidence": {"step_window": [299, 300], "fall_share_of_gain": 1.77,
+                 "collapse": {"key": "reward", "reference_level": 0.6415, "level_now": 0.5102,
+                              "fall": 0.131, "fall_sigmas": 3.27, "points": 5,
+                              "latest_level": 0.0047, "latest_step": 300}},
+}  # fmt: skip
+
+
+def test_the_alert_sentence_is_the_servers_message_and_the_numbers_are_details():
+    """The sentence had four evidence numbers glued after the message, which states its own:
+    "… (3.27 noise σ) in 5 points: to 0.0047, reward fall 0.131, in noise σ 3.27, share of
+    the gain lost 177% (steps 299–300)"."""
+    text = evidence.sentence(COLLAPSE)
+    assert text == (
+        "Reward collapsed from 0.6415 (median of steps 57–76) to 0.5102 in the next "
+        "5 points (3.27 noise σ); 0.0047 at step 300 (median of the last 5 points)."
     )
+    sentence_div, secondary, more = evidence.block(COLLAPSE).children
+    assert sentence_div.children == text and secondary is None  # nothing after, nothing under
+    assert isinstance(more, html.Details)
+    block = repr(more)
+    assert "Reward fall 0.131" in block and "steps 299–300" in block  # behind "details"
+    # an alert whose message is the rule's words alone gets the numbers on a line of their own
+    plain = {"kind": "plateau_reached", "message": "the reward has reached its fitted plateau",
+             "evidence": {"plateau": 0.668, "steps_past_plateau": 2092.6,
+                          "step_window": [907, 3000]}}  # fmt: skip
+    assert evidence.sentence(plain) == "The reward has reached its fitted plateau."
+    line = evidence.numbers(plain)
+    assert line is not None and "Plateau 0.668" in line and "907–3,000" in line
+    assert "small text-muted evidence-numbers" in repr(evidence.block(plain))
+    late = {**plain, "message": "(recorded after the fact) plateau_reached"}
+    assert evidence.sentence(late) == "Plateau reached, recorded after the fact."
+    assert evidence.sentence({"kind": "run_stalled"}) == "Run stalled."
+    assert "excess" in repr(evidence.details({"excess": 0.42}))  # all values, one click away
+
+
+def _engine_alerts() -> list[dict]:
+    """One alert of every kind and form, with the message the server writes for it."""
+    engine = __import__("grposcope.diagnostics.engine", fromlist=["_message"])
+    collapse = COLLAPSE["evidence"]
+    forms = [
+        ("dynamical_instability", collapse),
+        (
+            "dynamical_instability",
+            {
+                "non_finite": {
+                    "step": 15,
+                    "keys": ["reward"],
+                    "first_step": 10,
+                    "first_keys": ["loss"],
+                }
+            },
+        ),
+        (
+            "dynamical_instability",
+            {"margin_exact": -0.21, "predicted": True, "step_window": [100, 120]},
+        ),
+        (
+            "dynamical_instability",
+            {
+                "entropy_growth": 2.4,
+                "entropy_start": 0.5,
+                "entropy_now": 1.2,
+                "step_window": [80, 100],
+            },
+        ),
+        (
+            "dynamical_instability",
+            {
+                "fall_share_of_gain": 0.62,
+                "reward_peak": 0.6,
+                "reward_now": 0.3,
+                "step_window": [80, 100],
+            },
+        ),
+        ("dynamical_instability", {"overshoot": 0.05, "plateau": 0.6, "zeta": 0.3}),
+        (
+            "reward_hacking",
+            {
+                "eval_key": "eval_reward",
+                "eval_level": 0.2,
+                "eval_start": 0.3,
+                "eval_best": 0.4,
+                "train_start": 0.3,
+                "train_level": 0.7,
+                "train_best": 0.71,
+                "train_progress": 0.95,
+                "eval_progress": 0.2,
+                "step_window": [120, 200],
+            },
+        ),
+        (
+            "advantage_degeneracy",
+            {
+                "zero_std_share": 0.83,
+                "source": "frac_reward_zero_std",
+                "iid_prediction": 0.41,
+                "excess": 0.42,
+                "group_size": 4,
+                "step_window": [100, 120],
+            },
+        ),
+        (
+            "policy_concentration",
+            {
+                "entropy_then": 1.23,
+                "entropy_now": 0.41,
+                "relative_drop": 0.67,
+                "reward_then": 0.31,
+                "reward_now": 0.58,
+                "step_window": [40, 100],
+            },
+        ),
+        (
+            "plateau_reached",
+            {
+                "plateau": 0.668,
+                "steps_past_plateau": 2092.6,
+                "steps_saved_by_stopping": 700,
+                "step_window": [907, 3000],
+            },
+        ),
+        (
+            "plateau_reached",
+            {"constant_reward": 0.0, "constant_points": 40, "step_window": [1, 40]},
+        ),
+    ]
+    return [{"kind": k, "severity": "warning", "message": engine._message(k, ev), "evidence": ev}
+            for k, ev in forms]  # fmt: skip
+
+
+def test_every_alert_kind_reads_as_the_servers_sentence():
+    alerts = _engine_alerts() + [
+        {
+            "kind": "run_stalled",
+            "message": "no data for 612 s (limit 600 s) after step 40",
+            "evidence": {"last_step": 40},
+        }
+    ]
+    for alert in alerts:
+        message = alert["message"]
+        text = evidence.sentence(alert)
+        assert text == message[:1].upper() + message[1:].rstrip(".") + ".", alert["kind"]
+        block = repr(evidence.block(alert))
+        # the numbers in words wait behind "details", not glued onto (or under) the sentence
+        assert "small text-muted evidence-numbers" not in block, text
 
 
 SCHEMA = [
@@ -221,6 +382,20 @@ def test_the_plateau_interval_is_the_one_the_api_serves():
     scored = {"items": [{"fraction": 0.2, "made_at_step": 40, "predicted": 0.3, "lo": -0.1,
                          "hi": 1.2, "actual": 0.0, "covered": True}]}  # fmt: skip
     assert "0.3 [−0.1, 1.2]" in repr(run_panels.accuracy(scored))
+
+
+def test_a_forecast_accuracy_row_without_a_forecast_says_why():
+    """The row read "— — —" while the API gave its reason in the item's note."""
+    note = "insufficient data: 6 distinct finite steps, need 8"
+    scored = {"items": [{"fraction": 0.2, "made_at_step": 6, "predicted": None, "lo": None,
+                         "hi": None, "actual": 0.638, "error": None, "covered": None,
+                         "naive_error": -0.289, "note": note},
+                        {"fraction": 0.4, "made_at_step": 12, "predicted": 0.575, "lo": 0.442,
+                         "hi": 0.708, "actual": 0.638, "covered": True, "note": None}]}  # fmt: skip
+    table = run_panels.accuracy(scored).children  # in a div that scrolls it sideways
+    first, second = table.children[1].children
+    assert note in repr(first) and "accuracy-note" in repr(first)
+    assert "accuracy-note" not in repr(second)
 
 
 def test_a_margin_beside_an_open_instability_alert_says_so():

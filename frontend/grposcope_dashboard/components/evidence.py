@@ -1,8 +1,11 @@
-"""An alert's evidence as one sentence with its numbers, then the details (pure).
+"""An alert as its sentence, then its evidence's numbers and the details (pure).
 
-The rules store their evidence as a flat-ish dict (docs/api.md lists the keys); shown raw it
-read ``zero_std_share 0.83 iid_prediction 0.41 excess 0.42 …``. The sentence names the few
-numbers a person judges the alert by, in words; the full dict stays one click away.
+The sentence is the server's message: the rules write their numbers into it themselves
+(diagnostics/engine.py), once. The evidence is a flat-ish dict (docs/api.md lists the keys);
+shown raw it read ``zero_std_share 0.83 iid_prediction 0.41 excess 0.42 …``, so its few telling
+numbers are named in words (a secondary line where the message gives no numbers, else first
+under "details"), and the full dict stays one click away. Those numbers used to be appended
+to the sentence, which then said them twice and garbled it.
 """
 
 from __future__ import annotations
@@ -63,32 +66,51 @@ AFTER_THE_FACT = "(recorded after the fact)"  # alerts/lifecycle.py's prefix
 
 
 def sentence(alert: Mapping[str, Any]) -> str:
-    """'The run is … unstable: exact stability margin −0.21, continuum margin −0.05 (steps
-    180–220).' — the message, its first few numbers in words, and the step window."""
-    ev = flatten(alert.get("evidence") or {})
+    """The server's message, as the server wrote it (capitalised, with a full stop): it states
+    its own numbers, computed once (diagnostics/engine.py). Numbers from the evidence were
+    once glued on after it, and read twice and garbled ("collapsed from 0.6415 to 0.5102 …:
+    to 0.0047, reward fall 0.131 …"); they are in :func:`numbers` and :func:`details`."""
     kind = str(alert.get("kind") or "alert")
-    message = str(alert.get("message") or kind).rstrip(".")
+    message = str(alert.get("message") or kind).strip().rstrip(".")
     late = message.startswith(AFTER_THE_FACT)
-    if late:  # an episode seen only once it had closed: its message is just the kind
-        message = message.removeprefix(AFTER_THE_FACT).strip()
-        message = (kind if message == kind else message).replace("_", " ")
+    if late:  # an episode seen only once it had closed
+        message = message.removeprefix(AFTER_THE_FACT).strip() or kind
+    if message == kind:  # an alert whose message is just its kind
+        message = message.replace("_", " ")
+    if late:
         message += ", recorded after the fact"
-    numbers = [
-        f"{words} {fmt(ev[key])}"
+    return message[:1].upper() + message[1:] + "."
+
+
+def numbers(alert: Mapping[str, Any]) -> str | None:
+    """The evidence's few telling numbers in words, with its step window: "plateau 0.668,
+    steps past it 2,093 (evidence over steps 907–3,000)"; None when it has none."""
+    ev = alert.get("evidence") or {}
+    flat = flatten(ev)
+    parts = [
+        f"{words} {fmt(flat[key])}"
         for key, words, fmt in PHRASES
-        if ev.get(key) is not None and not isinstance(ev.get(key), (dict, list))
+        if flat.get(key) is not None and not isinstance(flat.get(key), (dict, list))
     ][:MAX_NUMBERS]
-    text = message[:1].upper() + message[1:]
-    if numbers:
-        text += ": " + ", ".join(numbers)
-    window = (alert.get("evidence") or {}).get("step_window")
+    window = ev.get("step_window")
+    span = None
     if isinstance(window, list) and len(window) == 2:
-        text += f" (steps {step(window[0])}–{step(window[1])})"
-    return text + "."
+        span = f"steps {step(window[0])}–{step(window[1])}"
+    if not parts:
+        return f"Evidence over {span}." if span else None
+    text = ", ".join(parts)
+    return (text[:1].upper() + text[1:]) + (f" (evidence over {span})." if span else ".")
 
 
-def details(ev: Mapping[str, Any]) -> html.Details | None:
-    """Every evidence value, collapsed: for whoever wants to check the sentence."""
+def states_numbers(message: str) -> bool:
+    """Whether the sentence gives numbers itself (every rule's message does, on the current
+    server; an older alert's is the rule's words alone)."""
+    return any(ch.isdigit() for ch in message)
+
+
+def details(ev: Mapping[str, Any], summary: str | None = None) -> html.Details | None:
+    """Every evidence value, collapsed: for whoever wants to check the sentence; ``summary``
+    (the few numbers in words) first."""
     if not ev:
         return None
     flat = flatten(ev)
@@ -96,8 +118,9 @@ def details(ev: Mapping[str, Any]) -> html.Details | None:
         html.Span([html.Span(k, className="text-muted"), " ", value(v)], className="me-3")
         for k, v in flat.items()
     ]
+    head = [html.Div(summary, className="evidence-numbers")] if summary else []
     return html.Details(
-        [html.Summary("details", className="text-muted"), html.Div(cells)],
+        [html.Summary("details", className="text-muted"), *head, html.Div(cells)],
         className="evidence small",
     )
 
@@ -109,8 +132,15 @@ def value(v: Any) -> str:
 
 
 def block(alert: Mapping[str, Any]) -> html.Div:
-    """The sentence, then the details."""
+    """The server's sentence; under it, the evidence's numbers as a secondary line where the
+    sentence gives none (an older alert's message is the rule's words alone), else behind
+    "details" with every raw value."""
+    text = sentence(alert)
+    line = numbers(alert)
+    shown = None
+    if line and not states_numbers(text):
+        shown, line = html.Div(line, className="small text-muted evidence-numbers"), None
     return html.Div(
-        [html.Div(sentence(alert), className="small evidence-sentence"),
-         details(alert.get("evidence") or {})]
+        [html.Div(text, className="small evidence-sentence"), shown,
+         details(alert.get("evidence") or {}, line)]
     )  # fmt: skip

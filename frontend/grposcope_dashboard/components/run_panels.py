@@ -119,7 +119,7 @@ def stability(
     became unstable (its critical alert still open) says so, then the margins at a curvature
     the run brought with it (known before any fit)."""
     unstable = story.unstable_episode(alerts)
-    head = [story.unstable_banner(unstable)] if unstable else []
+    head = [story.unstable_banner(unstable, fit)] if unstable else []
     head += [supplied_line(supplied)] if supplied else []
     if not fit:
         return html.Div(
@@ -152,7 +152,7 @@ def stability(
             ]
         ),
         html.Div(
-            story.fitted_margin_caveat(unstable)
+            story.fitted_margin_caveat(unstable, fit)
             if unstable
             else margin_sentence(cons.get("margin_exact", cons.get("margin_continuum")))
         ),
@@ -438,7 +438,7 @@ def accuracy(payload: Any) -> html.Div:
                     html.Td(
                         f"{to_float(i.get('fraction')):.0%} · step {step(i.get('made_at_step'))}"
                     ),
-                    html.Td(interval(i.get("predicted"), i.get("lo"), i.get("hi"))),
+                    html.Td(_predicted(i)),
                     html.Td(num(i.get("actual"))),
                     html.Td(num(i.get("error"))),
                     html.Td(num(i.get("naive_error"))),
@@ -446,7 +446,19 @@ def accuracy(payload: Any) -> html.Div:
                 ]
             )
         )
-    return dbc.Table([head, html.Tbody(rows)], size="sm", id="run-accuracy")
+    table = dbc.Table([head, html.Tbody(rows)], size="sm", id="run-accuracy")
+    return html.Div(table, className="table-responsive")
+
+
+def _predicted(item: Mapping[str, Any]) -> Any:
+    """The forecast with its interval; the API's ``note`` under it where it gives one (why a
+    row has no forecast: "insufficient data: 6 distinct finite steps, need 8"), else the row
+    read "— — —" with no reason."""
+    text = interval(item.get("predicted"), item.get("lo"), item.get("hi"))
+    note = item.get("note")
+    if not note:
+        return text
+    return [text, html.Div(str(note), className="small text-muted accuracy-note")]
 
 
 def final_level(payload: Any) -> float | None:

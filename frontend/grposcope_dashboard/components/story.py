@@ -5,7 +5,10 @@ Three things used to contradict one another on a run page: the lag sentence (it 
 run without a lag corrects stale samples, though ``k_ref = 1`` is the other reason), the
 regime (it follows the free fit's ζ, shown beside an exact ζ on the other side of 1 with no
 word why), and a run that blew up near its end (the fit of the curve before the blow-up read
-"overdamped, far from the edge" while a critical alert was open).
+"overdamped, far from the edge" while a critical alert was open). What the fit covers is read
+from the served fit itself (its ``first_step``/``last_step``/``n_points``): a run that rose
+and collapsed is usually fitted whole, the fall included, and the page once said "the fit
+describes the curve before the blow-up" of a fit of all 300 steps.
 """
 
 from __future__ import annotations
@@ -120,11 +123,39 @@ def _warned_from(alert: Mapping[str, Any]) -> str:
     return f" (warned from step {step(alert.get('opened_step'))})" if since is not None else ""
 
 
-def unstable_banner(alert: Mapping[str, Any]) -> html.Div:
-    """The run's state at its end, above the fit's verdict (which describes the curve)."""
+def fit_span(fit: Mapping[str, Any] | None) -> tuple[Any, Any, Any] | None:
+    """(first step, last step, points) of the series the served fit was fitted on (its
+    ``first_step``, ``last_step`` or ``step``, ``n_points``); None when it does not say."""
+    fit = fit or {}
+    last = fit.get("last_step", fit.get("step"))
+    if last is None or to_float(last) != to_float(last):
+        return None
+    return fit.get("first_step"), last, fit.get("n_points")
+
+
+def span_text(span: tuple[Any, Any, Any]) -> str:
+    """ "steps 1–300 (300 points)", "step 300" when the first step is not given."""
+    first, last, n = span
+    text = f"steps {step(first)}–{step(last)}" if first is not None else f"step {step(last)}"
+    return text + (f" ({step(n)} points)" if n else "")
+
+
+def fit_covers(fit: Mapping[str, Any] | None, at: Any) -> bool | None:
+    """Whether the served fit reaches step ``at`` (the blow-up): True, False, None (unknown)."""
+    span = fit_span(fit)
+    since = to_float(at)
+    if span is None or since != since:
+        return None
+    return to_float(span[1]) >= since
+
+
+def unstable_banner(alert: Mapping[str, Any], fit: Mapping[str, Any] | None = None) -> html.Div:
+    """The run's state at its end, above the fit's verdict (which describes the curve it was
+    fitted on: the served fit's own steps say which, often the whole run, blow-up included)."""
     ev = alert.get("evidence") or {}
     margin = alert_margin(alert)
     since = f"{step(critical_since(alert))}{_warned_from(alert)}"
+    span = fit_span(fit)
     if _only_predicted(ev):
         # the margin at the run's own settings (its peak lr, its K_ref) is past the edge:
         # the run is on course to blow up, whatever its curve shows so far
@@ -134,7 +165,8 @@ def unstable_banner(alert: Mapping[str, Any]) -> html.Div:
         ]
         if margin is not None:
             parts.append(f" (exact margin {signed(margin)} at the run's hyperparameters)")
-        parts.append(". Expect growing swings; the fit below describes the curve so far.")
+        so_far = f" ({span_text(span)})" if span else ""
+        parts.append(f". Expect growing swings; the fit below describes the curve so far{so_far}.")
     else:
         parts = [
             html.B("Unstable", className="text-danger"),
@@ -142,20 +174,38 @@ def unstable_banner(alert: Mapping[str, Any]) -> html.Div:
         ]
         if margin is not None:
             parts.append(f" (exact margin {signed(margin)})")
-        parts.append(
-            ". The fit below describes the curve before the blow-up; the run has not recovered."
-        )
+        about_fit = _fit_against_blowup(alert, fit)
+        parts.append(". " + (about_fit + " " if about_fit else "") + "The run has not recovered.")
     return html.Div(parts, className="mb-2 unstable-banner", id="run-unstable")
 
 
-def fitted_margin_caveat(alert: Mapping[str, Any]) -> str:
-    """What the fitted margin means once the run blew up: the model of the earlier curve."""
+def _fit_against_blowup(alert: Mapping[str, Any], fit: Mapping[str, Any] | None) -> str | None:
+    """What the served fit covers, against the step the run blew up at; None: no fit."""
+    if not fit:
+        return None
+    span = fit_span(fit)
+    if span is None:
+        return "The fit below is of the curve, not a verdict on the run."
+    if fit_covers(fit, critical_since(alert)):
+        return (f"The fit below is of {span_text(span)}, the blow-up included: it describes "
+                "that curve, not a verdict on the run.")  # fmt: skip
+    return f"The fit below is of {span_text(span)}, before the blow-up."
+
+
+def fitted_margin_caveat(alert: Mapping[str, Any], fit: Mapping[str, Any] | None = None) -> str:
+    """What the fitted margin means once the run blew up: the model of the curve the fit was
+    made on (its steps, from the served fit), not the run's state."""
     if _only_predicted(alert.get("evidence") or {}):
         return "Past the stability edge at the run's settings: expect growing swings."
-    return (
-        f"These margins are the model of the curve before step {step(critical_since(alert))}; "
-        "the run is past the edge now (see its critical alert)."
-    )
+    span = fit_span(fit)
+    past = "the run is past the edge (see its critical alert)."
+    if span is None:
+        return f"These margins are the model of the fitted curve, not a verdict: {past}"
+    if fit_covers(fit, critical_since(alert)):
+        return (f"These margins are fitted to {span_text(span)}, the blow-up at step "
+                f"{step(critical_since(alert))} included; {past}")  # fmt: skip
+    return (f"These margins are the model of {span_text(span)}, before the blow-up at step "
+            f"{step(critical_since(alert))}; {past}")  # fmt: skip
 
 
 def _only_predicted(ev: Mapping[str, Any]) -> bool:

@@ -38,6 +38,9 @@ TABLE_STYLE = {
     },
     "style_header": {"fontWeight": 600, "backgroundColor": "#f1f3f5"},
     "style_as_list_view": True,
+    # A wide table (long run names, every fitted parameter) scrolls inside its card: at
+    # 1,280 px the parameters table pushed the page to 1,287 px and cut off its last column.
+    "style_table": {"overflowX": "auto", "maxWidth": "100%"},
 }
 
 

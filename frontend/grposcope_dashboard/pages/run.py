@@ -118,9 +118,9 @@ def _reward_card(built: dict[str, Any]) -> dbc.Card:
     graph = dcc.Graph(id="run-reward", figure=built["fig"], config=GRAPH_CONFIG)
     legend = html.Div(
         [
-            "Shading: the fitted curve's ",
+            "Shading: the fitted rise's ",
             tip("phases", "phases"),
-            " (named on the chart); dotted line: the ",
+            " (named where there is room; none where the fitted curve falls); dotted line: the ",
             tip("plateau", "plateau"),
             " with its 80 % interval; dashed: the ",
             tip("forecast", "forecast"),
