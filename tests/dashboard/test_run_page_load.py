@@ -97,3 +97,16 @@ def test_a_compare_link_naming_a_missing_run_says_so() -> None:
     assert missing_note([]) is None
     note = missing_note([999, 1000])
     assert "No run 999, 1000: left out of the comparison." in repr(note)
+
+
+def test_the_chart_spans_an_epoch_sized_runs_planned_total() -> None:
+    """TRL sizes a run by num_train_epochs with max_steps = -1; the callback sends the total
+    the trainer computed as planned_steps, and the chart's x-axis reaches it (the server
+    reads the same keys in the same order)."""
+    from grposcope_dashboard.pages.run_data import max_steps_of
+
+    running = {"status": "running", "last_step": 40}
+    assert max_steps_of({**running, "config": {"max_steps": -1, "planned_steps": 320}}) == 320
+    assert max_steps_of({**running, "config": {"max_steps": 200}}) == 200
+    assert max_steps_of({**running, "config": {"max_steps": -1}}) is None
+    assert max_steps_of({"status": "finished", "last_step": 90, "config": {}}) == 90

@@ -90,11 +90,15 @@ def no_reward_line(run: dict[str, Any]) -> str:
 
 def max_steps_of(run: dict[str, Any]) -> int | None:
     """The run's length: planned, when its trainer config says (the fit's horizon too), or
-    reached, once it has finished (a forecast window past a run's end is empty space)."""
-    value = (run.get("config") or {}).get("max_steps")
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
-    if ok:
-        return max(int(value), int(run.get("last_step") or 0))
+    reached, once it has finished (a forecast window past a run's end is empty space). The
+    planned total is the config's `planned_steps` (the trainer's computed total, which an
+    epoch-sized run's `max_steps = -1` does not give), else `max_steps`: the order the server
+    reads them in (docs/api.md)."""
+    config = run.get("config") or {}
+    for key in ("planned_steps", "max_steps"):
+        value = config.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 1:
+            return max(int(value), int(run.get("last_step") or 0))
     last = run.get("last_step")
     if run.get("status") in ("finished", "failed") and isinstance(last, int) and last > 0:
         return last
