@@ -102,6 +102,23 @@ def test_reward_hacking_unavailable_without_eval_and_fires_on_decoupling():
     assert out.evidence["eval_progress"] < out.evidence["train_progress"]
 
 
+def test_a_saturated_flat_train_reward_is_no_gain_for_the_eval_to_follow():
+    """bihan's verl PPO run: train ≈ 0.95 and flat (its running best of window means climbs
+    0.94 → 0.96 on noise alone), eval flat at its best ≈ 0.90. "Eval stopped following" read
+    a gain that was the running maximum's bias; the bar now includes it. In 10 draws none
+    fires."""
+    s = np.arange(1, 341)
+    es = s[::20]
+    fired = 0
+    for seed in range(10):
+        rng = np.random.default_rng(40 + seed)
+        train = 0.95 + rng.normal(0, 0.012, s.size)
+        ev = 0.90 + rng.normal(0, 0.004, es.size)
+        data = RunData({"reward": (s, train), "eval_reward": (es, ev)}, "reward", "eval_reward")
+        fired += bool(evaluate("reward_hacking", data, defaults("reward_hacking")).episodes)
+    assert fired == 0
+
+
 def test_advantage_degeneracy_iid_explains_saturation():
     s = np.arange(1, 101)
     data = RunData(

@@ -16,7 +16,7 @@ from grposcope.diagnostics.data import (
 )
 from grposcope.diagnostics.memo import scope
 from grposcope.diagnostics.merge import merge
-from grposcope.diagnostics.noise import shared_window_se
+from grposcope.diagnostics.noise import max_bias, shared_window_se
 from grposcope.diagnostics.rules_improving import improving_checks
 from grposcope.diagnostics.rules_stuck import no_learning
 from grposcope.diagnostics.signal import noise_sd, points, r, shared_trailing_mean, trailing_mean
@@ -60,7 +60,13 @@ def reward_hacking(data: RunData, p: Params) -> Trace | str:
     judged = j >= w - 1
     t_peak = np.where(judged, t_best[np.clip(j - (w - 1), 0, None)], np.nan)
     gain = t_peak - t0
-    judged &= ~(gain <= p["min_gain_sigmas"] * t_se) & ~(gain <= 0)
+    # The gain is a difference of two window means (√2 × a mean's s.e.), and the peak is a
+    # running maximum of window means: on a flat noisy train reward it sits about √(2 ln n)
+    # s.e. above the level by chance alone (n windows so far). Without those a saturated verl
+    # run (train 0.94–0.96, eval flat at its best) read "eval stopped following" a "gain" of
+    # 0.94 → 0.96 that was its noise.
+    bar = (p["min_gain_sigmas"] * math.sqrt(2.0) + max_bias((j + 1) / max(w, 1))) * t_se
+    judged &= ~(gain <= bar) & ~(gain <= 0)
     e_peak = e_best[i - (k - 1)]
     e_gain = e_peak - e0
     with np.errstate(divide="ignore", invalid="ignore"):
