@@ -6,8 +6,6 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import numpy as np
-
 from grposcope.diagnostics.data import FitPoint, RunData
 from grposcope.diagnostics.hysteresis import episodes
 from grposcope.diagnostics.params import effective_params
@@ -18,7 +16,6 @@ from grposcope.diagnostics.rules_learning import (
     reward_hacking,
 )
 from grposcope.diagnostics.rules_stability import dynamical_instability, first_non_finite
-from grposcope.diagnostics.signal import r
 from grposcope.diagnostics.types import Episode, Outcome, Trace
 
 __all__ = ["RunData", "FitPoint", "evaluate_all", "evaluate", "stalled", "SERIES_RULES"]
@@ -63,7 +60,7 @@ def evaluate(kind: str, data: RunData, params: dict[str, float]) -> Outcome:
                      reward[0] if reward is not None else None)  # fmt: skip
     eps = tuple(dataclasses.replace(ep, message=_message(kind, ep.evidence)) for ep in found)
     if kind == "dynamical_instability":
-        eps = tuple(_collapse_now(_name_first_non_finite(ep, data), data) for ep in eps)
+        eps = tuple(_name_first_non_finite(ep, data) for ep in eps)
     current = eps[-1] if eps and eps[-1].resolved_step is None else None
     if current is None:
         last = {"last_checked_step": int(trace.steps[-1])} if trace.steps.size else {}
@@ -89,29 +86,6 @@ def _name_first_non_finite(ep: Episode, data: RunData) -> Episode:
     found = first_non_finite(data, ep.opened_step, int(nf["step"]))
     first, keys = found if found is not None else (int(nf["step"]), list(nf["keys"]))
     evidence = {**ep.evidence, "non_finite": {**nf, "first_step": first, "first_keys": keys}}
-    return dataclasses.replace(ep, evidence=evidence, message=_message("dynamical_instability",
-                                                                       evidence))  # fmt: skip
-
-
-def _collapse_now(ep: Episode, data: RunData) -> Episode:
-    """A collapse's evidence is the fall that opened it (the window that first crossed the bar,
-    `rules_drop._held`), kept while the reward stays under that bar: a reward that fell from
-    0.30 to 0.19 and then to 0.0 still reads "to 0.19". The median of the same number of
-    points up to the evidence's step goes into it (``latest_level``, ``latest_step``), and the
-    message says where the reward is now."""
-    c = ep.evidence.get("collapse")
-    window = ep.evidence.get("step_window")
-    got = data.finite(c.get("key")) if c and window else None
-    if c is None or got is None:
-        return ep
-    s, v = got
-    upto = int(np.searchsorted(s, window[1], side="right"))
-    m = int(c["points"])
-    if upto < m:
-        return ep
-    latest = {"latest_level": r(float(np.median(v[upto - m : upto]))),
-              "latest_step": int(s[upto - 1])}  # fmt: skip
-    evidence = {**ep.evidence, "collapse": {**c, **latest}}
     return dataclasses.replace(ep, evidence=evidence, message=_message("dynamical_instability",
                                                                        evidence))  # fmt: skip
 

@@ -116,7 +116,11 @@ def _collapse(key: str, s: np.ndarray, v: np.ndarray, p: Params,
         return {"collapse": {"key": key, "reference_level": r(centre[j]), "level_now": r(now[j]),
                              "fall": r(fall[j]), "fall_sigmas": sigmas, "noise_sd": r(sig),
                              "points": m, "earlier_as_low": int(as_low[j]),
-                             "reference_steps": [int(s[j]), int(s[j + ref_n - 1])]}}  # fmt: skip
+                             "reference_steps": [int(s[j]), int(s[j + ref_n - 1])],
+                             # the fall that opened it is kept while the reward stays under
+                             # its bar; where the reward is at the checkpoint judged:
+                             "latest_level": r(float(np.median(v[i - m + 1 : i + 1]))),
+                             "latest_step": int(s[i])}}  # fmt: skip
 
     return s, level, evidence, False
 
