@@ -64,6 +64,27 @@ def test_human_output(log_csv: Path, capsys) -> None:
     assert "oscillator:" in text and "plateau:" in text and "prediction" in text
 
 
+def test_human_output_says_whether_the_plateau_lies_ahead_or_behind(log_csv: Path, capsys):
+    """A plateau reached inside the data is "reached N steps before the last one", never
+    "0 steps after the last one" (steps_to_plateau is clamped at 0 once reached)."""
+    assert main(["fit", str(log_csv), "--json"]) == 0
+    start = _json(capsys)["phases"]["plateau_start"]
+    assert start < 200
+    assert main(["fit", str(log_csv)]) == 0
+    text = capsys.readouterr().out
+    assert f"(reached {200 - start:.0f} steps before the last one)" in text
+    assert "0 steps after" not in text
+    until = int(start) - 20
+    assert main(["fit", str(log_csv), "--until", str(until), "--json"]) == 0
+    ahead = _json(capsys)["phases"]["plateau_start"]
+    assert main(["fit", str(log_csv), "--until", str(until)]) == 0
+    text = capsys.readouterr().out
+    if ahead > until:
+        assert f"({ahead - until:.0f} steps after the last one)" in text
+    else:
+        assert f"(reached {until - ahead:.0f} steps before the last one)" in text
+
+
 def test_predict_prints_the_observed_mean_when_the_log_has_the_window(log_csv: Path, capsys):
     """Fit up to step 120, predict steps 150-200: the log has them, so the observed mean is
     printed beside the prediction (a window past the log's end has none)."""

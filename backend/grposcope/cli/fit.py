@@ -227,6 +227,17 @@ def _undetermined(d: dict[str, Any]) -> str:
     return ""
 
 
+def _plateau_when(start: float | None, d: dict[str, Any]) -> str:
+    """' (N steps after the last one)' ahead of the data, ' (reached N steps before the last
+    one)' within it: `steps_to_plateau` is 0 once reached, which read as "0 steps after"."""
+    last = d.get("last_step")
+    if start is None or last is None or not math.isfinite(start):
+        return ""
+    if start > last:
+        return f" ({start - last:.0f} steps after the last one)"
+    return f" (reached {last - start:.0f} steps before the last one)"
+
+
 def format_human(d: dict[str, Any]) -> str:
     """A short report of the fit for people."""
     o, e, pl, ph = d["oscillator"], d["single_exponential"], d["plateau"], d["phases"]
@@ -241,8 +252,7 @@ def format_human(d: dict[str, Any]) -> str:
         f"R2_smoothed={_num(e['r2_smoothed'], '.3f')} AIC={_num(e['aic'], '.1f')}",
         f"plateau: {_num(pl['value'])} (80 %: {_num(pl['lo'])} to {_num(pl['hi'])})",
         f"phases: slow start ends at step {_num(ph['slow_start_end'], '.0f')}, plateau from "
-        f"step {_num(ph['plateau_start'], '.0f')} ({_num(d['steps_to_plateau'], '.0f')} steps "
-        "after the last one)",
+        f"step {_num(ph['plateau_start'], '.0f')}{_plateau_when(ph['plateau_start'], d)}",
     ]
     if "prediction" in d:
         p = d["prediction"]
