@@ -53,6 +53,23 @@ def test_no_stop_advice_is_followed_by_a_real_gain(replayed) -> None:
     assert wrong == []
 
 
+def test_every_alert_on_the_corpus_gets_its_rules_own_sentence(replayed) -> None:
+    """The engine falls back to the kind's bare words when evidence has an unexpected shape
+    (so an odd run still gets its alert); on the real runs no episode may need that fallback,
+    or a message bug would hide behind it."""
+    from grposcope.diagnostics import engine
+
+    episodes = [(e[0], e[3]) for r in replayed for e in r["episodes"]]
+    assert len(episodes) > 50
+    for kind, evidence in episodes:
+        text = engine._sentence(kind, evidence)  # raises where _message would fall back
+        assert (
+            text.startswith(engine.MESSAGES[kind])
+            or kind == "plateau_reached"
+            or any(ch.isdigit() for ch in text)
+        ), (kind, text)
+
+
 @pytest.fixture(scope="module")
 def replayed_every_10(real_logs: Path) -> list[dict]:
     """The corpus as trainers logging every 10 steps would have logged it (TRL's GRPOConfig
