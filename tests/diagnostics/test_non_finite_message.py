@@ -70,3 +70,21 @@ def test_grad_norm_streak_after_a_nan_loss_names_the_loss_first():
     assert outcome.current.opened_step == 3
     assert outcome.message.endswith("; first non-finite loss at step 3")
     assert "(through step 15)" in outcome.message
+
+
+def test_a_lone_non_finite_reward_warns_and_a_second_in_a_row_pages():
+    """A reward mean is NaN when every reward function returned nothing for a batch (TRL's
+    nanmean) or a logger wrote a bad value: one such point warns; the next one non-finite too,
+    or a non-finite loss, is a broken run and pages."""
+    reward = _reward(30)
+    reward[19] = np.nan  # step 20 alone
+    lone = _evaluate(30, reward=reward, loss=np.full(30, 0.1))
+    assert lone.current.opened_step == 20 and lone.severity == "warning"
+    reward[20] = np.inf  # step 21 too: two in a row
+    two = _evaluate(30, reward=reward, loss=np.full(30, 0.1))
+    assert two.severity == "critical" and two.current.opened_step == 20
+    loss = np.full(30, 0.1)
+    loss[19] = np.nan
+    reward[20] = 0.5
+    both = _evaluate(30, reward=reward, loss=loss)  # the loss at step 20 is NaN as well
+    assert both.severity == "critical" and both.current.opened_step == 20

@@ -414,6 +414,31 @@ def test_reward_fall_stays_quiet_on_correlated_noise_of_the_same_amplitude():
     assert level.max() - level.min() > 8 * noise_sd(v) / np.sqrt(10)
 
 
+def test_one_logged_glitch_above_the_rest_is_no_peak_to_fall_from():
+    """A reward point 100 σ above the rest (a bad parse, a logging bug) lifted every window
+    mean that held it, and the running peak with them, for the rest of the run: later points
+    read as the gain lost (on real runs of 500-2000 steps: critical), and reward_hacking read
+    "train at its best, eval not following", critical at once. Peaks are now of held levels;
+    a real fall after the glitch is still a collapse."""
+    for seed in (1, 2):
+        rng = np.random.default_rng(seed)
+        s = np.arange(1, 801)
+        v = 0.2 + 0.1 * np.minimum(s, 200) / 200 + rng.normal(0, 0.05, s.size)
+        v[399] += 100 * 0.05
+        assert _fall(s, v).episodes == ()
+        fell = v.copy()
+        fell[600:] -= 0.4
+        assert _fall(s, fell).severity == "critical"
+    rng = np.random.default_rng(1)
+    s = np.arange(1, 301)
+    v = 0.5 + 0.05 * np.minimum(s, 100) / 100 + rng.normal(0, 0.05, s.size)
+    v[149] += 100 * 0.05
+    es = s[::10]
+    ev = 0.45 + rng.normal(0, 0.01, es.size)
+    data = RunData({"reward": (s, v), "eval_reward": (es, ev)}, "reward", "eval_reward")
+    assert evaluate("reward_hacking", data, defaults("reward_hacking")).episodes == ()
+
+
 def test_reward_fall_back_to_the_start_is_critical():
     rng = np.random.default_rng(6)
     s, v = _rise_then(160, lambda s: np.where(s < 80, 0.8, 0.1), 0.05, rng)

@@ -24,7 +24,13 @@ import numpy as np
 from grposcope.diagnostics.data import RunData
 from grposcope.diagnostics.memo import scope
 from grposcope.diagnostics.noise import max_bias, recent_white_se, shared_window_se
-from grposcope.diagnostics.signal import points, r, shared_trailing_mean, trailing_mean
+from grposcope.diagnostics.signal import (
+    held_level,
+    points,
+    r,
+    shared_trailing_mean,
+    trailing_mean,
+)
 from grposcope.diagnostics.types import Sub
 
 Params = dict[str, float]
@@ -104,7 +110,8 @@ def fall_base(data: RunData, v: np.ndarray, w: int, kept: dict | None = None) ->
     idx = np.arange(v.size)
     level = shared_trailing_mean(data, v, w)
     valid = idx >= w - 1
-    masked = np.where(valid, level, -np.inf)
+    # the peak is a level the run held (`held_level`), not one glitch's window
+    masked = np.where(valid, held_level(level, w), -np.inf)
     peak = np.maximum.accumulate(masked)
     peak_at = _running_argmax(masked)
     start = float(level[w - 1])

@@ -19,7 +19,14 @@ from grposcope.diagnostics.merge import merge
 from grposcope.diagnostics.noise import max_bias, shared_window_se
 from grposcope.diagnostics.rules_improving import improving_checks
 from grposcope.diagnostics.rules_stuck import no_learning
-from grposcope.diagnostics.signal import noise_sd, points, r, shared_trailing_mean, trailing_mean
+from grposcope.diagnostics.signal import (
+    held_level,
+    noise_sd,
+    points,
+    r,
+    shared_trailing_mean,
+    trailing_mean,
+)
 from grposcope.diagnostics.types import Sub, Trace
 from grposcope.dynamics.smoothing import last_index_at
 
@@ -53,7 +60,10 @@ def reward_hacking(data: RunData, p: Params) -> Trace | str:
     t0, e0 = t_level[min(w, tv.size) - 1], e_level[k - 1]
     # Vectorised over the eval points (the same arithmetic the per-point loop did, so the same
     # numbers); the running bests make it O(n): the max of t_level[w-1 : j+1] at each j.
-    t_best = np.maximum.accumulate(t_level[w - 1 :])
+    # the best and the current train level are levels the run held (`held_level`): one
+    # glitch's window read "train at its best, eval not following", critical at once
+    t_held = held_level(t_level, w)
+    t_best = np.maximum.accumulate(t_held[w - 1 :])
     e_best = np.maximum.accumulate(e_level[k - 1 :])
     i = np.arange(k, es.size)
     j = idx[i]
@@ -70,7 +80,7 @@ def reward_hacking(data: RunData, p: Params) -> Trace | str:
     e_peak = e_best[i - (k - 1)]
     e_gain = e_peak - e0
     with np.errstate(divide="ignore", invalid="ignore"):
-        train_prog = (t_level[j] - t0) / np.where(judged, gain, 1.0)
+        train_prog = (t_held[j] - t0) / np.where(judged, gain, 1.0)
         eval_rose = (e_gain > 2.0 * e_se) & (e_gain > 0)
         eval_prog = np.where(eval_rose, (e_level[i] - e0) / np.where(eval_rose, e_gain, 1.0), 0.0)
     gap = train_prog - eval_prog
@@ -84,7 +94,7 @@ def reward_hacking(data: RunData, p: Params) -> Trace | str:
         if n < 0 or not judged[n]:
             return {"step_window": [lo, int(es[at])]}
         facts = {"train_progress": r(train_prog[n]), "eval_progress": r(eval_prog[n]),
-                 "train_level": r(t_level[j[n]]), "train_start": r(t0), "train_best": r(t_peak[n]),
+                 "train_level": r(t_held[j[n]]), "train_start": r(t0), "train_best": r(t_peak[n]),
                  "eval_level": r(e_level[at]), "eval_start": r(e0), "eval_best": r(e_peak[n]),
                  "eval_key": data.eval_key}  # fmt: skip
         return {**facts, "step_window": [lo, int(es[at])]}

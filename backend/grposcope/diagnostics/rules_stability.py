@@ -96,7 +96,24 @@ def _non_finite(data: RunData) -> Sub | None:
             out["grad_norm_skipped_run"] = GRAD_SKIP_RUN
         return {"non_finite": out}
 
-    return steps, np.full(steps.size, 3, dtype=np.int8), evidence, True
+    lone = _lone_reward_glitches(data, hits)
+    level = np.array([2 if int(x) in lone else 3 for x in steps.tolist()], dtype=np.int8)
+    return steps, level, evidence, True
+
+
+def _lone_reward_glitches(data: RunData, hits: dict[int, list[str]]) -> set[int]:
+    """Steps where only the reward is non-finite and the reward point before was finite: a
+    warning, not a page. A reward mean is NaN when a reward function returned nothing for a
+    batch (TRL averages with nanmean) or a logger wrote a bad value; the policy is not
+    broken by it (a diverged policy shows in the loss). A second non-finite reward point in
+    a row, or a non-finite loss, is critical as before (causal: the next point decides)."""
+    key = data.reward_key
+    if key is None or key not in data.series:
+        return set()
+    s, v = data.get(key)  # type: ignore[misc]
+    bad = ~np.isfinite(v)
+    first = bad & ~np.concatenate(([False], bad[:-1]))
+    return {int(x) for x in s[first].tolist() if hits.get(int(x)) == [key]}
 
 
 def _skipped_steps(data: RunData, elsewhere: set[int]) -> set[int]:

@@ -25,6 +25,22 @@ def trailing_mean(values: np.ndarray, width: int) -> np.ndarray:
     return out  # take a dozen trailing means of 100,000-point series at every refit
 
 
+def held_level(level: np.ndarray, width: int) -> np.ndarray:
+    """The w-point trailing mean ``level`` where the w points before held it too: the smaller
+    of the window's mean and the disjoint window's just before it. A best-so-far level is a
+    running maximum, so one logged glitch (a reward 100 σ above the rest: a bad reward
+    parse, a logging bug) lifted every window mean that contains it, and that maximum, for the
+    rest of the run: every later point read as a fall back to the start, critical at once
+    on healthy runs. A lone point is in one of two disjoint windows only; a level the run
+    reached is in both. Causal (index i reads points up to i) and unchanged by the reward's
+    units."""
+    width = max(1, int(width))
+    out = np.array(level, dtype=np.float64, copy=True)
+    if out.size > width:
+        out[width:] = np.minimum(out[width:], out[:-width])
+    return out
+
+
 def shared_trailing_mean(data: RunData, values: np.ndarray, width: int) -> np.ndarray:
     """`trailing_mean`, once per evaluation for each array and width (`RunData.once`): five
     rules take the reward's mean over the same window, and on a 100,000-step run each pass
