@@ -154,6 +154,21 @@ def test_policy_concentration_needs_entropy_fall_while_reward_rises():
     assert out.status == "ok" and not out.episodes
 
 
+def test_policy_concentration_is_never_critical_by_default_even_at_zero_entropy():
+    """`critical_drop` 1 means never critical: an entropy that underflows to exactly 0.0 is a
+    drop of exactly 1, and a tester's tiny TRL runs read critical (a `stop_on` would have
+    stopped them). A project that lowers `critical_drop` below 1 still gets its critical."""
+    s, v = _curve()
+    entropy = np.where(s < 60, 2.0 * (1 - s / 60), 0.0)
+    data = RunData({"reward": (s, v), "entropy": (s, entropy)}, "reward")
+    params = defaults("policy_concentration")
+    assert params["critical_drop"] == 1.0
+    out = evaluate("policy_concentration", data, params)
+    assert out.episodes and {e.severity for e in out.episodes} == {"warning"}
+    lowered = evaluate("policy_concentration", data, {**params, "critical_drop": 0.9})
+    assert "critical" in {e.severity for e in lowered.episodes}
+
+
 def test_policy_concentration_does_not_flap_on_a_noisy_plateau():
     """Entropy near 0 with rare spikes and a flat noisy reward over 5,000 steps: no episode (a
     spike leaving the window halves a near-zero entropy's mean; a flat reward "rises" half the

@@ -188,8 +188,10 @@ def policy_concentration(data: RunData, p: Params) -> Trace | str:
     sig = p["min_sigmas"]
     rising = r_smooth[w:] - r_smooth[:-w] > sig * np.hypot(r_se[w:], r_se[:-w])
     rising &= then - smooth[w:] > sig * np.hypot(e_se[w:], e_se[:-w])
-    levels[w:] = np.where(rising & (drop >= p["critical_drop"]), 3,
-                          np.where(rising & (drop >= p["entropy_drop"]), 2, 0))  # fmt: skip
+    # critical_drop 1 means never (documented): an entropy that underflows to 0.0 is a drop
+    # of exactly 1, and read critical — a `stop_on` would have stopped a healthy tiny run
+    critical = rising & (drop >= p["critical_drop"]) & (p["critical_drop"] < 1.0)
+    levels[w:] = np.where(critical, 3, np.where(rising & (drop >= p["entropy_drop"]), 2, 0))
 
     def evidence(i: int) -> dict:
         j = max(0, i - w)
