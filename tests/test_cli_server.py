@@ -100,3 +100,18 @@ def test_client_commands_take_the_url_with_or_without_api_v1(live_server):
     for url in (live_server.url, live_server.url + "/api/v1", live_server.url + "/api/v1/"):
         out = cli("runs", "list", "--json", env={**env, "GRPOSCOPE_URL": url})
         assert isinstance(json.loads(out.stdout), list), url
+
+
+def test_db_takes_a_plain_path_as_a_sqlite_file(tmp_path, monkeypatch):
+    """`--db /tmp/x.db` (what the help's "./grposcope.db" suggests) is a SQLite file; it was
+    an SQLAlchemy ArgumentError traceback. URLs are untouched."""
+    from grposcope.cli.main import main
+    from grposcope.config import Settings
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["migrate", "--db", "runs.db"]) == 0
+    assert (tmp_path / "runs.db").stat().st_size > 0
+    assert Settings(database_url="runs.db").database_url == f"sqlite:///{tmp_path / 'runs.db'}"
+    assert Settings(database_url="sqlite:///a.db").database_url == "sqlite:///a.db"
+    pg = Settings(database_url="postgres://u@h/d").database_url
+    assert pg == "postgresql+psycopg://u@h/d"

@@ -35,6 +35,7 @@ The variables (documented for users in docs/configuration.md):
 from __future__ import annotations
 
 from functools import cached_property
+from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, field_validator
@@ -80,6 +81,10 @@ class Settings(BaseSettings):
         for prefix in ("postgres://", "postgresql://"):
             if value.startswith(prefix):
                 return "postgresql+psycopg://" + value[len(prefix) :]
+        # A bare path (`--db /tmp/runs.db`, what "./grposcope.db" in the help suggests) is a
+        # SQLite file; SQLAlchemy rejected it with a traceback.
+        if value.strip() and "://" not in value and not value.startswith("sqlite:"):
+            return "sqlite:///" + str(Path(value).expanduser().resolve())
         return value
 
     @field_validator("retention_days", mode="before")

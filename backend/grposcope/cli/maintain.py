@@ -14,7 +14,10 @@ import argparse
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("maintain", help="create points partitions ahead; apply retention")
-    p.add_argument("--db", help="database URL (default: GRPOSCOPE_DATABASE_URL or ./grposcope.db)")
+    p.add_argument(
+        "--db",
+        help="database URL or SQLite file path (default: GRPOSCOPE_DATABASE_URL or ./grposcope.db)",
+    )
     p.add_argument("--retention-days", type=float, default=None,
                    help="retire partitions whose runs all finished this many days ago "
                         "(default: GRPOSCOPE_RETENTION_DAYS; unset: off)")  # fmt: skip

@@ -11,7 +11,10 @@ import argparse
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("migrate", help="migrate the database to the newest schema and exit")
-    p.add_argument("--db", help="database URL (default: GRPOSCOPE_DATABASE_URL or ./grposcope.db)")
+    p.add_argument(
+        "--db",
+        help="database URL or SQLite file path (default: GRPOSCOPE_DATABASE_URL or ./grposcope.db)",
+    )
     p.add_argument(
         "--wait", type=float, default=0.0,
         help="seconds to keep retrying while the database is not reachable yet (default 0)",

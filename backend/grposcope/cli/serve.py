@@ -7,7 +7,10 @@ import argparse
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="run the API and dashboard (SQLite by default)")
-    p.add_argument("--db", help="database URL (default: GRPOSCOPE_DATABASE_URL or ./grposcope.db)")
+    p.add_argument(
+        "--db",
+        help="database URL or SQLite file path (default: GRPOSCOPE_DATABASE_URL or ./grposcope.db)",
+    )
     p.add_argument("--host", help="interface to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, help="port (default 8000)")
     p.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")

@@ -14,7 +14,10 @@ import argparse
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("worker", help="run a fit worker (scale out on Postgres)")
-    p.add_argument("--db", help="database URL (default: GRPOSCOPE_DATABASE_URL or ./grposcope.db)")
+    p.add_argument(
+        "--db",
+        help="database URL or SQLite file path (default: GRPOSCOPE_DATABASE_URL or ./grposcope.db)",
+    )
     p.add_argument(
         "--interval", type=float, default=None,
         help="least seconds between two refits of one run (default: GRPOSCOPE_FIT_INTERVAL_S, 3)",
