@@ -57,3 +57,27 @@ def test_runs_show_prints_the_severity_step(monkeypatch: pytest.MonkeyPatch, cap
     out = capsys.readouterr().out
     assert "  alert dynamical_instability (critical since step 139, open since step 86): " in out
     assert "at step 86" not in out
+
+
+def test_runs_show_says_when_the_fits_regime_is_not_determined(
+    monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """A monotone saturating rise fitted with ζ < 1 read "regime oscillatory" in `runs show`
+    while `grposcope fit` added "not determined"; both say it now."""
+    fit = {"regime": "oscillatory", "regime_determined": False,
+           "regime_undetermined_by": "zeta_interval",
+           "oscillator": {"zeta_lo": 0.41, "zeta_hi": 1.9},
+           "plateau": {"value": 0.99, "lo": 0.97, "hi": 1.01}}  # fmt: skip
+
+    class _Client(_FakeClient):
+        def get(self, path: str, params: dict | None = None) -> dict:
+            return {**super().get(path, params), "fit": fit, "alerts": []}
+
+    monkeypatch.setattr(runs, "ApiClient", _Client)
+    args = argparse.Namespace(url="http://x", token="gs_x", run="7", json=False)
+    assert runs.show_run(args) == 0
+    out = capsys.readouterr().out
+    assert "fit: regime oscillatory, not determined: ζ 80 % 0.410–1.900, plateau 0.99" in out
+    fit["regime_determined"], fit["regime_undetermined_by"] = True, None
+    assert runs.show_run(args) == 0
+    assert "fit: regime oscillatory, plateau 0.99 [0.97, 1.01]" in capsys.readouterr().out

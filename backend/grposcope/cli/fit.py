@@ -216,9 +216,10 @@ def _num(x: Any, fmt: str = ".4g") -> str:
     return "n/a" if x is None else format(x, fmt)
 
 
-def _undetermined(d: dict[str, Any]) -> str:
-    """', not determined: …' with the fit's reason (`regime_undetermined_by`)."""
-    o, why = d["oscillator"], d.get("regime_undetermined_by")
+def undetermined_note(d: dict[str, Any]) -> str:
+    """', not determined: …' with the fit's reason (`regime_undetermined_by`); `runs show`
+    says it too, as a monotone rise read "regime oscillatory" there."""
+    o, why = d.get("oscillator") or {}, d.get("regime_undetermined_by")
     if why == "weak_fit":
         return f", not determined: the curve explains R²s {_num(o.get('r2_smoothed'), '.2f')}"
     if why == "zeta_interval":
@@ -245,7 +246,7 @@ def format_human(d: dict[str, Any]) -> str:
         f"{d['metric']}: {d['n_points']} points, steps {_num(d['first_step'], 'g')}–"
         f"{_num(d['last_step'], 'g')}  [{d['status']}]",
         f"oscillator: p*={_num(o['p_star'])} p0={_num(o['p0'])} omega0={_num(o['omega0'])} "
-        f"zeta={_num(o['zeta'], '.3f')} ({d['regime']}{_undetermined(d)})  "
+        f"zeta={_num(o['zeta'], '.3f')} ({d['regime']}{undetermined_note(d)})  "
         f"R2={_num(o['r2'], '.3f')} "
         f"R2_smoothed={_num(o['r2_smoothed'], '.3f')} AIC={_num(o['aic'], '.1f')}",
         f"single exponential: p*={_num(e['p_star'])} rate={_num(e['rate'])}  "

@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from grposcope.cli.common import ApiClient, add_client_options, print_json
+from grposcope.cli.fit import undetermined_note
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -117,7 +118,8 @@ def show_run(args: argparse.Namespace) -> int:
     fit = out["fit"]
     if fit and fit.get("plateau"):
         plateau = fit["plateau"]
-        print(f"  fit: regime {fit.get('regime')}, plateau {plateau.get('value'):.4g} "
+        print(f"  fit: regime {fit.get('regime')}{undetermined_note(fit)}, plateau "
+              f"{plateau.get('value'):.4g} "
               f"[{plateau.get('lo'):.4g}, {plateau.get('hi'):.4g}]")  # fmt: skip
     else:
         print("  fit: none yet")
