@@ -172,7 +172,9 @@ def test_policy_concentration_is_never_critical_by_default_even_at_zero_entropy(
 def test_policy_concentration_does_not_flap_on_a_noisy_plateau():
     """Entropy near 0 with rare spikes and a flat noisy reward over 5,000 steps: no episode (a
     spike leaving the window halves a near-zero entropy's mean; a flat reward "rises" half the
-    time). Judged without the noise bar, the same data opens over a dozen episodes."""
+    time). Judged without the noise bar, the same data opens many episodes (19 before the
+    "still rises" check over the window's last half, itself a coin flip on a flat reward; 9
+    since)."""
     rng = np.random.default_rng(0)
     s = np.arange(1, 5001)
     entropy = 0.001 + 0.1 * (rng.random(s.size) < 0.05) * rng.random(s.size)
@@ -180,7 +182,7 @@ def test_policy_concentration_does_not_flap_on_a_noisy_plateau():
     data = RunData({"reward": (s, reward), "entropy": (s, entropy)}, "reward")
     params = defaults("policy_concentration")
     assert not evaluate("policy_concentration", data, params).episodes
-    assert len(evaluate("policy_concentration", data, {**params, "min_sigmas": 0}).episodes) > 10
+    assert len(evaluate("policy_concentration", data, {**params, "min_sigmas": 0}).episodes) > 5
 
 
 def test_an_fp16_runs_skipped_steps_are_not_a_divergence():

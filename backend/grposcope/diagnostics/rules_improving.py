@@ -4,7 +4,11 @@ A wrong "stop now" is the costliest false alarm (it loses a user a good run), so
 alert opens only where none of these hold at that step, and its evidence shows each check:
 
 - **recent slope**: the reward's least-squares slope over the last ``rising_fraction`` of its
-  points is positive beyond ``rising_sigmas`` standard errors;
+  points is positive beyond ``rising_sigmas`` standard errors, *and* large enough to matter:
+  kept up to the end of the run, the slope (at its upper bound, + ``rising_sigmas`` s.e.)
+  would gain at least ``STOP_GAIN_SIGMAS`` run-σ (`_reach`), the alert's own target.
+  Significance alone has no size: near a ceiling (a reward saturating at 1.0) the noise
+  vanishes, and a residual rise of 0.01 reads t = 1.3–5 for a hundred steps;
 - **a component still rising**: the same test on each reward component (``rewards/<fn>``):
   staged rewards rise one component at a time (format first, correctness later), and a flat
   total can hide a component that is still climbing;
@@ -25,6 +29,10 @@ from grposcope.dynamics.smoothing import last_index_at
 
 Params = dict[str, float]
 
+# The gain, in run-σ (the sd of the whole reward series), that a "stop now" must not forgo:
+# the alert's documented target (0 openings followed by a gain of 0.5 run-σ or more).
+STOP_GAIN_SIGMAS = 0.5
+
 
 @dataclass(frozen=True)
 class Checks:
@@ -36,12 +44,15 @@ class Checks:
     slope_t: np.ndarray | None  # the reward's recent slope t (None without a reward series)
     rising: dict[str, np.ndarray]  # per reward component: rising at that step
     gain_left: np.ndarray  # p* of the latest fit minus the recent level (NaN: no fit yet)
+    slope_reach: np.ndarray | None = None  # what the reward's slope could still gain, run-σ
 
     def evidence(self, i: int) -> dict:
         rising = [k for k, up in self.rising.items() if up[i]]
         out: dict = {"still_improving": bool(self.still[i]), "components_rising": rising}
         if self.slope_t is not None:
             out["recent_slope_t"] = r(self.slope_t[i], 2)
+        if self.slope_reach is not None and math.isfinite(self.slope_reach[i]):
+            out["recent_slope_reach_sigmas"] = r(self.slope_reach[i], 2)
         if math.isfinite(self.gain_left[i]):
             out["gain_left"] = r(self.gain_left[i])
         return out
@@ -50,36 +61,90 @@ class Checks:
 def improving_checks(data: RunData, p: Params, at: np.ndarray) -> Checks:
     """At each step in `at`: the checks' numbers, and still improving if any holds."""
     still = np.zeros(at.size, dtype=bool)
-    slope_t, rising = None, {}
+    slope_t, reach, rising = None, None, {}
     keys = [data.reward_key, *component_keys(data)] if data.reward_key else []
     for key in keys:
         got = data.finite(key)
         if got is None:
             continue
-        up, t = _rising(*got, at, p)
+        up, t, can = _rising(*got, at, p, data.total_steps)
         if key == data.reward_key:
-            slope_t = t
+            slope_t, reach = t, can
         else:
             rising[key] = up
         still |= up
     left, beyond = _gain_left(data, p, at)
-    return Checks(still | beyond, slope_t, rising, left)
+    return Checks(still | beyond, slope_t, rising, left, reach)
 
 
 def _rising(
-    s: np.ndarray, v: np.ndarray, at: np.ndarray, p: Params
-) -> tuple[np.ndarray, np.ndarray]:
-    """(rising, slope t) at each step of `at`, from the points logged up to it."""
+    s: np.ndarray, v: np.ndarray, at: np.ndarray, p: Params, total_steps: int | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(rising, slope t, reach) at each step of `at`, from the points logged up to it.
+
+    Rising: the slope is beyond `rising_sigmas` s.e. *and* its reach — what it could still
+    gain by the end of the run (`total_steps`), in run-σ (`_reach`), taken at its upper bound
+    (slope + `rising_sigmas` s.e.: a wrong "stop now" is the costlier mistake) — is at least
+    ``STOP_GAIN_SIGMAS``. NaN reach where there is no slope yet."""
+    none = np.zeros(at.size, dtype=bool), np.zeros(at.size), np.full(at.size, np.nan)
+    if s.size == 0:
+        return none
     ends = last_index_at(s, at)
     valid = ends >= 2
     ends = np.clip(ends, 0, None)
     widths = np.maximum(np.round(p["rising_fraction"] * (ends + 1)).astype(np.int64), 3)
-    if s.size == 0:
-        return np.zeros(at.size, dtype=bool), np.zeros(at.size)
     slope, se = window_trends(s, v, ends, widths)
-    t = np.where(np.isfinite(se) & (se > 0), slope / np.where(se > 0, se, 1.0), 0.0)
-    t = np.where(valid, t, 0.0)
-    return valid & (t > p["rising_sigmas"]), t
+    ok = np.isfinite(se) & (se > 0)
+    t = np.where(valid & ok, slope / np.where(ok, se, 1.0), 0.0)
+    most = slope + p["rising_sigmas"] * np.where(ok, se, 0.0)
+    reach = np.where(valid, _reach(s, v, at, ends, widths, slope, most, total_steps), np.nan)
+    up = valid & (t > p["rising_sigmas"]) & (reach >= STOP_GAIN_SIGMAS)
+    return up, t, reach
+
+
+def _reach(
+    s: np.ndarray,
+    v: np.ndarray,
+    at: np.ndarray,
+    ends: np.ndarray,
+    widths: np.ndarray,
+    fitted: np.ndarray,
+    most: np.ndarray,
+    total_steps: int | None,
+) -> np.ndarray:
+    """What a slope `most` (one for each step of `at`; the window's least-squares slope
+    `fitted` over its `widths` points up to `ends`) would still gain if kept up, in run-σ.
+
+    The alert's target is in run-σ, the sd of the whole reward series, which a live run does
+    not know yet; what it knows is its points so far (n, their mean and variance). So the run
+    is continued as the slope says: from the window's fitted line at its last point, rising
+    by `most` a step for H steps — the steps left to the planned total, and at least the
+    window's own span (a run without a planned total, or near its end, is judged as if it
+    went on that long) — and the gain `most`·H is divided by the sd of the points so far
+    *and* that continuation (noise-free: the smaller the sd, the more a slope reaches). A
+    climb that goes on is always reached (a line's own sd is its rise over √12, so
+    `most`·H against at most 0.29·`most`·H in a run that only climbs), so a slow climb is
+    still vetoed; a residual rise near a ceiling, after a gain many times its size, is not.
+    Unchanged by the reward's units and offset, and by the logging cadence (H in steps)."""
+    x = s.astype(np.float64) - float(s[0])
+    cv, cvv, cx = (np.concatenate([[0.0], np.cumsum(a)]) for a in (v, v * v, x))
+    n = (ends + 1).astype(np.float64)
+    mean = cv[ends + 1] / n
+    var = np.maximum(cvv[ends + 1] / n - mean * mean, 0.0)
+    lo = np.maximum(ends + 1 - widths, 0)
+    w = (ends + 1 - lo).astype(np.float64)
+    span = x[ends] - x[lo]
+    level = (cv[ends + 1] - cv[lo]) / w + fitted * (x[ends] - (cx[ends + 1] - cx[lo]) / w)
+    left = np.maximum(float(total_steps) - at, 0.0) if total_steps else np.zeros(at.size)
+    horizon = np.maximum(left, span)
+    spacing = span / np.maximum(w - 1, 1)
+    m = np.maximum(horizon / np.where(spacing > 0, spacing, 1.0), 1.0)  # points to come
+    gain = most * horizon
+    f_mean = level + gain * (m + 1) / (2 * m)  # the continuation: level + gain · k / m
+    f_var = gain * gain * (m * m - 1) / (12 * m * m)
+    total = n + m
+    sd = np.sqrt((n * var + m * f_var) / total + n * m * (mean - f_mean) ** 2 / total**2)
+    return np.where(sd > 0, gain / np.where(sd > 0, sd, 1.0), np.where(gain > 0, np.inf, 0.0))
 
 
 def _gain_left(data: RunData, p: Params, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

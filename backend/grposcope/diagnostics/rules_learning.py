@@ -38,7 +38,8 @@ def reward_hacking(data: RunData, p: Params) -> Trace | str:
 
     Progress is normalised per series (0 at its start, 1 at its best so far), so a train
     reward in [0, 3.5] and an eval accuracy in [0, 1] compare; an eval that never rose
-    significantly has progress 0.
+    significantly has progress 0. Critical when eval has fallen significantly below its
+    start, whether or not it rose first.
     """
     train, ev = data.finite(data.reward_key), data.finite(data.eval_key)
     if ev is None:
@@ -85,8 +86,14 @@ def reward_hacking(data: RunData, p: Params) -> Trace | str:
         eval_prog = np.where(eval_rose, (e_level[i] - e0) / np.where(eval_rose, e_gain, 1.0), 0.0)
     gap = train_prog - eval_prog
     fires = judged & (train_prog >= p["min_train_progress"]) & (gap >= p["progress_gap"])
+    # Critical: eval is below where it started by more than its noise (the same bar as the
+    # train gain: a difference of two k-point means), whether or not it ever rose. Until
+    # 2026-12-04 it also needed an eval that had risen first (`e_gain > 0`): a tester's tiny
+    # TRL run, train 0.31 → 1.0 and eval 0.66 → 0 from its first point, stayed a warning.
+    fall_bar = p["min_gain_sigmas"] * math.sqrt(2.0) * e_se
+    fell = e0 - e_level[i] > fall_bar
     levels = np.zeros(es.size, dtype=np.int8)
-    levels[i] = np.where(fires, np.where((e_level[i] < e0) & (e_gain > 0), 3, 2), 0)
+    levels[i] = np.where(fires, np.where(fell, 3, 2), 0)
 
     def evidence(at: int) -> dict:
         lo = int(es[max(0, at - k + 1)])
@@ -96,6 +103,7 @@ def reward_hacking(data: RunData, p: Params) -> Trace | str:
         facts = {"train_progress": r(train_prog[n]), "eval_progress": r(eval_prog[n]),
                  "train_level": r(t_held[j[n]]), "train_start": r(t0), "train_best": r(t_peak[n]),
                  "eval_level": r(e_level[at]), "eval_start": r(e0), "eval_best": r(e_peak[n]),
+                 "eval_fall": r(e0 - e_level[at]), "eval_fall_bar": r(fall_bar),
                  "eval_key": data.eval_key}  # fmt: skip
         return {**facts, "step_window": [lo, int(es[at])]}
 
@@ -188,6 +196,13 @@ def policy_concentration(data: RunData, p: Params) -> Trace | str:
     sig = p["min_sigmas"]
     rising = r_smooth[w:] - r_smooth[:-w] > sig * np.hypot(r_se[w:], r_se[:-w])
     rising &= then - smooth[w:] > sig * np.hypot(e_se[w:], e_se[:-w])
+    # "Still rises": the reward rose over the last half of the window too, by the same bar.
+    # Over the whole window alone, a reward that rose 0.93 → 1.0 and then sat at exactly 1.0
+    # for 40 steps still "rose", and the alert stayed open beside plateau_reached (a tester's
+    # tiny TRL runs, 2026-12-04).
+    h = max(1, w // 2)
+    mid = r_smooth[w - h : s.size - h]
+    rising &= r_smooth[w:] - mid > sig * np.hypot(r_se[w:], r_se[w - h : s.size - h])
     # critical_drop 1 means never (documented): an entropy that underflows to 0.0 is a drop
     # of exactly 1, and read critical — a `stop_on` would have stopped a healthy tiny run
     critical = rising & (drop >= p["critical_drop"]) & (p["critical_drop"] < 1.0)
@@ -198,6 +213,8 @@ def policy_concentration(data: RunData, p: Params) -> Trace | str:
         return {"entropy_then": r(smooth[j]), "entropy_now": r(smooth[i]),
                 "relative_drop": r((smooth[j] - smooth[i]) / smooth[j]) if smooth[j] > 0 else None,
                 "reward_then": r(r_smooth[j]), "reward_now": r(r_smooth[i]),
+                "reward_recent_then": r(r_smooth[max(0, i - h)]),
+                "recent_step_window": [int(s[max(0, i - h)]), int(s[i])],
                 "step_window": [int(s[j]), int(s[i])]}  # fmt: skip
 
     return Trace(s, levels, np.zeros(s.size, dtype=bool), evidence)

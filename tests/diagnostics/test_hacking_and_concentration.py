@@ -1,0 +1,157 @@
+"""reward_hacking's critical form and policy_concentration's "still rises", on synthetic
+versions of a tester's tiny TRL GRPO runs (2026-12-04)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from grposcope.diagnostics import RunData
+from grposcope.diagnostics.engine import evaluate
+from grposcope.diagnostics.params import defaults
+from grposcope.diagnostics.rules_learning import policy_concentration, reward_hacking
+
+HACKING = defaults("reward_hacking")
+CONCENTRATION = defaults("policy_concentration")
+
+
+def _tiny_trl_hacked(n: int = 100) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """The tester's run D1: train reward (16 completions a step, so multiples of 1/16) rises
+    0.31 → 1.0 by step 20 and stays there; eval_reward, evaluated every 5 steps, falls from
+    its very first point: 0.66, 0.42, 0.20, 0.08, then about 0 from step 40."""
+    s = np.arange(1, n + 1)
+    rise = [3, 2, 2, 3, 4, 9, 7, 7, 8, 5, 11, 9, 12, 11, 12, 12, 15, 14, 16, 15]
+    train = np.full(n, 16.0)
+    train[: len(rise)] = rise
+    train[[20, 23, 24, 31, 45, 73]] = 15.0  # a missed completion now and then
+    es = s[4::5]
+    head = [0.6640625, 0.421875, 0.1953125, 0.078125, 0.0234375, 0.0078125, 0.0078125]
+    ev = np.zeros(es.size)
+    ev[: len(head)] = head
+    ev[[8, 13]] = [0.015625, 0.0078125]  # one of 128 eval answers right now and then
+    return {"reward": (s, train / 16.0), "eval_reward": (es, ev)}
+
+
+def _data(series: dict, last: int | None = None) -> RunData:
+    if last is not None:
+        series = {k: (s[s <= last], v[s <= last]) for k, (s, v) in series.items()}
+    return RunData(series, "reward", "eval_reward")
+
+
+def test_an_eval_falling_from_its_first_point_while_train_rises_is_critical() -> None:
+    """D1 stayed a warning to the end: the critical form needed an eval that had risen above
+    its start first. It is critical as soon as the alert opens, live (on the prefix) too."""
+    series = _tiny_trl_hacked()
+    out = evaluate("reward_hacking", _data(series), HACKING)
+    assert out.status == "firing" and out.severity == "critical"
+    assert len(out.episodes) == 1 and out.episodes[0].opened_step <= 30
+    e = out.evidence
+    assert e["eval_level"] < e["eval_start"] and e["eval_progress"] == 0.0
+    assert e["eval_fall"] > e["eval_fall_bar"] > 0
+    assert "below its start" in out.message
+    live = evaluate("reward_hacking", _data(series, last=30), HACKING)
+    assert live.status == "firing" and live.severity == "critical"
+
+
+def test_an_eval_that_rose_and_fell_below_its_start_is_still_critical() -> None:
+    s = np.arange(1, 201)
+    train = 0.8 - 0.7 * np.exp(-0.04 * s) + np.random.default_rng(5).normal(0, 0.02, s.size)
+    es = s[::10]
+    ev = np.where(es < 60, 0.3 + 0.004 * es, 0.54 - 0.008 * (es - 60))  # 0.3 → 0.54 → −0.5
+    ev = ev + np.random.default_rng(6).normal(0, 0.005, es.size)
+    out = evaluate("reward_hacking", RunData({"reward": (s, train), "eval_reward": (es, ev)},
+                                             "reward", "eval_reward"), HACKING)  # fmt: skip
+    assert out.severity == "critical" and out.evidence["eval_best"] > out.evidence["eval_start"]
+
+
+def test_an_eval_that_stays_at_its_start_is_a_warning_not_critical() -> None:
+    """Train rises, eval stays where it started (noise only): eval did not follow (warning),
+    but it did not fall. Before, any eval level a hair below its start read critical once
+    the noise had lifted the eval's best above it."""
+    s = np.arange(1, 201)
+    fired = []
+    for seed in range(6):
+        rng = np.random.default_rng(seed)
+        train = 0.8 - 0.7 * np.exp(-0.04 * s) + rng.normal(0, 0.02, s.size)
+        es = s[::5]
+        ev = 0.5 + rng.normal(0, 0.01, es.size)
+        trace = reward_hacking(
+            RunData({"reward": (s, train), "eval_reward": (es, ev)}, "reward", "eval_reward"),
+            HACKING,
+        )
+        assert not isinstance(trace, str)
+        fired.append(int(trace.level.max()))
+    assert set(fired) == {2}  # a warning on every draw, critical on none
+
+
+def test_a_falling_eval_beside_a_flat_saturated_train_reward_raises_nothing() -> None:
+    """The critical form needs the train reward to have risen significantly (as the warning
+    does): a flat, saturated train reward is no gain for the eval to follow."""
+    s = np.arange(1, 341)
+    es = s[::20]
+    for seed in range(5):
+        rng = np.random.default_rng(70 + seed)
+        train = 0.95 + rng.normal(0, 0.012, s.size)
+        ev = 0.90 - 0.001 * es + rng.normal(0, 0.004, es.size)
+        data = RunData({"reward": (s, train), "eval_reward": (es, ev)}, "reward", "eval_reward")
+        assert evaluate("reward_hacking", data, HACKING).episodes == ()
+
+
+def _tiny_trl_saturated(n: int = 90) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """The tester's runs B1/B4: reward 0.19 → 1.0 by step 12, then exactly 1.0 (every
+    completion right); entropy 2.67 → 0 by step 27 (it underflows to exactly 0.0)."""
+    s = np.arange(1, n + 1)
+    head = [3, 3, 2, 3, 4, 8, 8, 9, 13, 12, 12, 16, 14, 14, 16, 16, 16, 16, 14, 15]
+    reward = np.full(n, 16.0)
+    reward[: len(head)] = head
+    entropy = np.where(s < 27, 2.67 * np.exp(-(s - 1) / 5.0), 0.0)
+    return {"reward": (s, reward / 16.0), "entropy": (s, entropy)}
+
+
+def test_a_reward_flat_at_its_ceiling_no_longer_rises() -> None:
+    """B1: the reward rose 0.93 → 1.0 over the 50-step window and had then sat at exactly 1.0
+    for 40 steps; "entropy falls while the reward still rises" opened at step 60 beside
+    plateau_reached and stayed open. The reward must still be rising over the window's last
+    half."""
+    series = _tiny_trl_saturated()
+    out = evaluate("policy_concentration", RunData(series, "reward"), CONCENTRATION)
+    assert out.status == "ok" and out.episodes == ()
+
+
+def test_the_alert_ends_once_the_reward_stops_rising() -> None:
+    """A reward that rises for 150 steps, then holds, beside an entropy that keeps falling: the
+    alert opens during the rise and resolves within half a window (+ the reward's smoothing and
+    resolve_window) of its flattening; the evidence keeps its keys and names the recent half."""
+    s = np.arange(1, 301)
+    rng = np.random.default_rng(11)
+    reward = 0.1 + 0.7 * np.minimum(s, 150) / 150 + rng.normal(0, 0.02, s.size)
+    entropy = 2.0 * np.exp(-s / 60.0)
+    out = evaluate("policy_concentration", RunData({"reward": (s, reward), "entropy": (s, entropy)},
+                                                   "reward"), CONCENTRATION)  # fmt: skip
+    assert len(out.episodes) == 1
+    ep = out.episodes[0]
+    assert ep.opened_step < 150 and ep.resolved_step is not None
+    w = int(CONCENTRATION["window"])
+    half = w // 2  # + the reward's smoothing (w/5 points) + resolve_window; before: step 221
+    assert ep.resolved_step <= 150 + half + w // 5 + CONCENTRATION["resolve_window"]
+    e = ep.evidence
+    for key in ("entropy_then", "entropy_now", "relative_drop", "reward_then", "reward_now",
+                "step_window", "reward_recent_then", "recent_step_window"):  # fmt: skip
+        assert key in e
+    lo, hi = e["recent_step_window"]
+    assert hi == e["step_window"][1] and hi - lo == half
+    assert e["reward_then"] < e["reward_recent_then"] < e["reward_now"]
+
+
+def test_the_trace_is_clear_once_the_reward_has_been_flat_for_half_a_window() -> None:
+    """Reward 0.1 → 1.0 over 60 steps, then exactly 1.0; the entropy keeps falling. Judged
+    against 50 steps earlier the reward "rose" until step ~120; now the condition holds at
+    no step past the rise's end + the smoothing + half the window."""
+    s = np.arange(1, 151)
+    reward = np.where(s < 60, 0.1 + 0.9 * s / 60, 1.0)
+    entropy = 2.67 * np.exp(-s / 25.0)
+    trace = policy_concentration(
+        RunData({"reward": (s, reward), "entropy": (s, entropy)}, "reward"), CONCENTRATION
+    )
+    assert not isinstance(trace, str) and trace.level[trace.steps < 60].any()
+    w = int(CONCENTRATION["window"])
+    assert not trace.level[trace.steps > 60 + w // 5 + w // 2].any()
