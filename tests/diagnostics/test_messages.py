@@ -157,7 +157,7 @@ def test_a_collapse_that_went_on_falling_says_where_the_reward_is_now() -> None:
                    defaults("dynamical_instability"))  # fmt: skip
     c = out.evidence["collapse"]
     assert out.severity == "critical" and out.evidence["step_window"] == [190, 200]
-    assert c["level_now"] > 0.2  # the opening fall, kept
+    assert c["level_now"] >= 0.19 > c["latest_level"]  # the opening fall, kept
     assert c["latest_level"] == 0.0 and c["latest_step"] == 200
     a, b = c["reference_steps"]
     assert out.message.startswith(f"rollout/reward collapsed from {c['reference_level']} "

@@ -400,14 +400,18 @@ def test_window_se_feels_spikes():
 def test_reward_fall_catches_a_late_degradation_of_a_third_of_the_gain():
     rng = np.random.default_rng(5)
     s, v = _rise_then(120, lambda s: np.where(s < 80, 0.8, 0.8 - 0.25 * (s - 80) / 20), 0.05, rng)
-    out = _fall(s, v)
+    # 0.25 lost within 20 steps is 5 step-noise σ: the collapse form reads it critical (its
+    # σ once counted the early rise as noise); judged by its share of the gain, a warning
+    assert _fall(s, v).severity == "critical" and "collapse" in _fall(s, v).evidence
+    out = _fall(s, v, drop_sigmas=100)
     assert out.status == "firing" and out.severity == "warning"
     assert 80 < out.current.opened_step <= 100
     assert 0.25 <= out.evidence["fall_share_of_gain"] < 0.9
     es = s[::5]
     data = RunData({"reward": (s, v), "eval_reward": (es, 0.3 + es / 400)}, "reward",
                    "eval_reward")  # fmt: skip
-    out = evaluate("dynamical_instability", data, defaults("dynamical_instability"))
+    out = evaluate("dynamical_instability", data,
+                   {**defaults("dynamical_instability"), "drop_sigmas": 100})  # fmt: skip
     assert out.severity == "warning"  # train-side only: eval still rising, shown in evidence
     assert out.evidence["eval_now"] > out.evidence["eval_at_peak"]
 

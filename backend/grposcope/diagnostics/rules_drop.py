@@ -9,8 +9,11 @@ forms measure a fall against the reward's own recent level and its own step nois
   of a per-step log: a sparser log uses as many steps' worth, `collapse_windows`).
   The median needs most of those points down, so one bad batch does not page anyone; σ is the
   larger of the reference window's robust step noise (first differences, blind to a trend) and
-  the robust spread of its values over the 3 reference windows before the fall (a wandering,
-  autocorrelated reward moves more than its step-to-step differences say). It opens at once
+  the robust spread of its values about their least-squares line over the 3 reference windows
+  before the fall (a wandering, autocorrelated reward moves more than its step-to-step
+  differences say; a rise across those windows is no noise: about one median, a tiny TRL run
+  that rose 0.2 → 0.8 and fell to 0 fourteen steps later read σ 0.37 and a fall of 2σ). It
+  is critical from the first window that is new ground (see below). It opens at once
   (the points already confirm it), so it fires within a few logged points of the fall. It is
   a warning where the 3 reference windows already held as many values that low as the
   recent median needs: a heavy-tailed reward's own outliers, clustered by chance.
@@ -103,7 +106,12 @@ def _collapse(key: str, s: np.ndarray, v: np.ndarray, p: Params,
                        "as_low": as_low, "source": source}  # fmt: skip
     # Critical where the run had fewer earlier values that low than the recent median needs
     # (it is new ground); a warning where the run had been there as often: its outliers.
-    seen = as_low[np.maximum(source, 0)] >= (m + 1) // 2
+    # Judged at every window since the one the collapse opened in, and critical from the first
+    # that is new ground: a run falling back to where it started before its rise had "been
+    # that low" only in the history of the first windows, which still held the rise's start.
+    new_ground = np.concatenate([[0], np.cumsum(as_low < (m + 1) // 2)])
+    rows_now = np.arange(source.size)
+    seen = new_ground[rows_now + 1] - new_ground[np.maximum(source, 0)] == 0
     level = np.zeros(v.size, dtype=np.int8)
     level[m + ref_n - 1 :] = np.where(source >= 0, np.where(seen, 2, 3), 0)
 
@@ -160,14 +168,29 @@ def _windows(v: np.ndarray, m: int, ref_n: int, first: int,
     wide = 3 * ref_n
     padded = np.concatenate([np.full(wide - ref_n, np.nan), v[: v.size - m]])
     hist = np.lib.stride_tricks.sliding_window_view(padded[first:], wide)[: centre.size]
-    med = np.nanmedian(hist, axis=1, keepdims=True)
-    spread = np.nanmedian(np.abs(hist - med), axis=1) / 0.6745
+    spread = np.nanmedian(np.abs(_detrended(hist)), axis=1) / 0.6745
     # How many of those earlier values lay as low as the recent median: a reward with heavy
     # negative outliers (a kernel task's −9 to −13 for code that does not run, one batch in
     # fifteen) sometimes puts three of five points there by chance, which no σ of its
     # typical steps explains, but its own history does.
     as_low = np.count_nonzero(hist <= now[:, None], axis=1)
     return centre, now, np.maximum(sigma, spread), as_low
+
+
+def _detrended(hist: np.ndarray) -> np.ndarray:
+    """Each row's values less their least-squares line (NaN where not logged), then less the
+    median of what is left: a steady rise across the rows' windows is no noise, a wander is."""
+    x = np.broadcast_to(np.arange(hist.shape[1], dtype=np.float64), hist.shape)
+    ok = np.isfinite(hist)
+    n = ok.sum(axis=1, keepdims=True).astype(np.float64)
+    xm = np.where(ok, x, 0.0).sum(axis=1, keepdims=True) / np.maximum(n, 1)
+    ym = np.where(ok, hist, 0.0).sum(axis=1, keepdims=True) / np.maximum(n, 1)
+    dx = np.where(ok, x - xm, 0.0)
+    dy = np.where(ok, hist - ym, 0.0)
+    sxx = (dx * dx).sum(axis=1, keepdims=True)
+    slope = np.where(sxx > 0, (dx * dy).sum(axis=1, keepdims=True) / np.where(sxx > 0, sxx, 1), 0)
+    res = np.where(ok, dy - slope * dx, np.nan)
+    return res - np.nanmedian(res, axis=1, keepdims=True)
 
 
 def _held(hit: np.ndarray, now: np.ndarray, bar: np.ndarray,

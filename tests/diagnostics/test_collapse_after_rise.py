@@ -1,0 +1,57 @@
+"""The collapse form right after a rise (a tester's tiny TRL run, B7) and on a wandering plateau:
+its noise floor is the spread of the history about its trend, not about one median."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from grposcope.diagnostics import RunData
+from grposcope.diagnostics.engine import evaluate
+from grposcope.diagnostics.params import defaults
+
+# The tester's tiny TRL run (reward × 16, one prompt × 16 completions a step): ~0.2 → ~0.8 by
+# step 33, 0.8 until 46, then 0.375, 0.06 and exactly 0 from step 49 on.
+B7_SIXTEENTHS = [3, 1, 2, 3, 3, 4, 4, 3, 3, 5, 0, 6, 7, 4, 10, 4, 4, 5, 4, 8, 9, 4, 8, 9, 9, 9,
+                 11, 7, 8, 11, 10, 11, 13, 13, 13, 14, 12, 12, 12, 13, 11, 15, 14, 13, 13, 10,
+                 6, 1, 0, 0, 2, 1] + [0] * 38  # fmt: skip
+
+
+def _ar1(n, phi, sd, rng):
+    e = rng.normal(0.0, sd * np.sqrt(1.0 - phi**2), n)
+    out = np.empty(n)
+    out[0] = rng.normal(0.0, sd)
+    for i in range(1, n):
+        out[i] = phi * out[i - 1] + e[i]
+    return out
+
+
+def _judge(s, v):
+    p = defaults("dynamical_instability")
+    return evaluate("dynamical_instability", RunData({"reward": (s, v)}, "reward"), p)
+
+
+def test_a_collapse_right_after_a_rise_to_a_noisy_floor_is_critical_within_five_points():
+    for seed in range(4):
+        rng = np.random.default_rng(seed)
+        s = np.arange(1, 91)
+        base = np.where(s <= 33, 0.2 + 0.6 * (s - 1) / 32, np.where(s <= 46, 0.8, 0.05))
+        v = base + rng.normal(0, 0.05, s.size)  # a noisy floor: no flat line to catch it
+        first = next(e for e in _judge(s, v).episodes if e.severity == "critical")
+        assert "collapse" in first.evidence and first.opened_step <= 51  # fell at step 47
+
+
+def test_the_tiny_trl_run_pages_through_the_collapse_not_the_flat_line_later():
+    s = np.arange(1, len(B7_SIXTEENTHS) + 1)
+    v = np.array(B7_SIXTEENTHS) / 16
+    first = next(e for e in _judge(s, v).episodes if e.severity == "critical")
+    assert "collapse" in first.evidence and first.opened_step <= 51  # HEAD: 57, flat line
+
+
+def test_a_wandering_plateau_after_a_rise_does_not_page():
+    noisy = 0
+    for seed in range(20):
+        rng = np.random.default_rng(200 + seed)
+        s = np.arange(1, 201)
+        v = np.where(s <= 40, 0.1 + 0.7 * s / 40, 0.8) + _ar1(200, 0.7, 0.05, rng)
+        noisy += any("collapse" in e.evidence for e in _judge(s, v).episodes)
+    assert noisy <= 2  # HEAD 1 of 20; σ from first differences alone: 16 of 20
