@@ -45,6 +45,9 @@ def test_the_tiny_trl_run_pages_through_the_collapse_not_the_flat_line_later():
     v = np.array(B7_SIXTEENTHS) / 16
     first = next(e for e in _judge(s, v).episodes if e.severity == "critical")
     assert "collapse" in first.evidence and first.opened_step <= 51  # HEAD: 57, flat line
+    # critical, so its sentence must not call it the run's own outliers (the count it gives
+    # is the fewest since the collapse opened, the one its severity was judged on)
+    assert "not a collapse yet" not in first.message
 
 
 def test_a_wandering_plateau_after_a_rise_does_not_page():

@@ -143,6 +143,28 @@ def test_advantage_degeneracy_iid_explains_saturation():
     assert none.status == "unavailable"
 
 
+def test_one_out_of_range_reward_point_does_not_unmake_a_binary_reward():
+    """Whether the reward is 0/1 (so the i.i.d. prediction applies) was judged over the whole
+    run at once: one logged 1.5 at step 90 turned the explained saturation from step 20 on
+    into a warning. It is judged on the points up to each step, a stray point tolerated; a
+    reward that keeps leaving [0, 1] is still not binary."""
+    s = np.arange(1, 101)
+    zero = np.full(100, 0.8)
+
+    def judge(reward: np.ndarray) -> set[str]:
+        data = RunData({"reward": (s, reward), "frac_reward_zero_std": (s, zero)}, "reward",
+                       num_generations=8)  # fmt: skip
+        out = evaluate("advantage_degeneracy", data, defaults("advantage_degeneracy"))
+        return {e.severity for e in out.episodes}
+
+    glitched = np.full(100, 0.97)
+    glitched[89] = 1.5
+    assert judge(np.full(100, 0.97)) == judge(glitched) == {"info"}
+    scaled = np.full(100, 0.97)
+    scaled[::2] = 1.4  # half its points above 1: not a 0/1 reward
+    assert judge(scaled) == {"warning"}
+
+
 def test_policy_concentration_needs_entropy_fall_while_reward_rises():
     s, v = _curve()
     falling_entropy = 2.0 * np.exp(-s / 40.0)

@@ -116,14 +116,16 @@ def _collapse(key: str, s: np.ndarray, v: np.ndarray, p: Params,
     level[m + ref_n - 1 :] = np.where(source >= 0, np.where(seen, 2, 3), 0)
 
     def evidence(i: int) -> dict:
-        j = int(source[i - (m + ref_n - 1)]) if i >= m + ref_n - 1 else -1
+        row = i - (m + ref_n - 1)
+        j = int(source[row]) if row >= 0 else -1
         if j < 0:
             return {}
         sig = float(sigma[j])
         sigmas = r(fall[j] / sig, 2) if sig else None
         return {"collapse": {"key": key, "reference_level": r(centre[j]), "level_now": r(now[j]),
                              "fall": r(fall[j]), "fall_sigmas": sigmas, "noise_sd": r(sig),
-                             "points": m, "earlier_as_low": int(as_low[j]),
+                             # the fewest since it opened: what its severity was judged on
+                             "points": m, "earlier_as_low": int(as_low[j : row + 1].min()),
                              "reference_steps": [int(s[j]), int(s[j + ref_n - 1])],
                              # the fall that opened it is kept while the reward stays under
                              # its bar; where the reward is at the checkpoint judged:

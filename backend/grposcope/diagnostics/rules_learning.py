@@ -159,12 +159,19 @@ def _iid_prediction(data: RunData, at: np.ndarray, w: int) -> np.ndarray:
     if reward is None or not g:
         return out
     s, v = reward
-    if s.size == 0 or v.min() < 0.0 or v.max() > 1.0:
-        return out  # not a binary (0/1) reward: no closed-form expectation
-    level = shared_trailing_mean(data, v, w)
+    if s.size == 0:
+        return out
+    # A 0/1 reward's mean stays in [0, 1]; one that leaves it is not binary (no closed-form
+    # expectation). Judged on the points up to each step, and one stray point (a logging
+    # glitch) or 1 % of them do not decide it: judged over the whole run at once, one bad
+    # value at step 1001 turned earlier infos into warnings, and one above 1 made a healthy
+    # run's explained degeneracy critical back to where it opened.
+    outside = np.cumsum((v < 0.0) | (v > 1.0))
+    level = np.clip(shared_trailing_mean(data, v, w), 0.0, 1.0)
     idx = last_index_at(s, at)
-    ok = idx >= 0
-    prob = level[np.clip(idx, 0, None)]
+    i = np.clip(idx, 0, None)
+    ok = (idx >= 0) & (outside[i] <= 1 + 0.01 * (i + 1))
+    prob = level[i]
     out[ok] = (prob**g + (1.0 - prob) ** g)[ok]
     return out
 
