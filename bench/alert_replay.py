@@ -3,7 +3,8 @@
     python bench/alert_replay.py ../shared/data/real_logs ../shared/data/real_logs/extra \\
         ../shared/data/real_logs/wide
 
-The rules are causal (a value at a step uses only the points up to it) and the reward is refit
+The rules are causal (a value at a step uses only the points up to it; the eval twin of the
+reward is read as the worker finds it, so reward_hacking is replayed too) and the reward is refit
 at every 5 % of the run's points, as the worker refits after batches, so an alert's opening step
 is the one a live run would have seen. Reported: the collapsing / degrading runs (first warning
 and first critical of dynamical_instability, and the step where the collapse measure first
@@ -49,6 +50,7 @@ from corpus import (  # noqa: E402
     require_runs,
 )
 
+from grposcope import series_roles  # noqa: E402
 from grposcope.diagnostics.data import FitPoint, RunData  # noqa: E402
 from grposcope.diagnostics.engine import evaluate_all  # noqa: E402
 from grposcope.diagnostics.hysteresis import episodes  # noqa: E402
@@ -78,7 +80,10 @@ def fits_for(run: Run) -> list[FitPoint]:
 
 
 def replay(run: Run) -> dict:
-    data = RunData(run.series, run.key, fits=fits_for(run), total_steps=int(run.steps[-1]))
+    # the eval twin as the worker finds it (`series_roles`), so reward_hacking is replayed too
+    ev = series_roles.eval_reward_key(list(run.series), run.key)
+    data = RunData(run.series, run.key, eval_key=ev, fits=fits_for(run),
+                   total_steps=int(run.steps[-1]))  # fmt: skip
     episodes = []
     for o in evaluate_all(data):
         for e in o.episodes:
