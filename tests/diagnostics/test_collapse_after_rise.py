@@ -8,21 +8,13 @@ import numpy as np
 from grposcope.diagnostics import RunData
 from grposcope.diagnostics.engine import evaluate
 from grposcope.diagnostics.params import defaults
+from tests.diagnostics.test_rules import _ar1
 
 # The tester's tiny TRL run (reward × 16, one prompt × 16 completions a step): ~0.2 → ~0.8 by
 # step 33, 0.8 until 46, then 0.375, 0.06 and exactly 0 from step 49 on.
 B7_SIXTEENTHS = [3, 1, 2, 3, 3, 4, 4, 3, 3, 5, 0, 6, 7, 4, 10, 4, 4, 5, 4, 8, 9, 4, 8, 9, 9, 9,
                  11, 7, 8, 11, 10, 11, 13, 13, 13, 14, 12, 12, 12, 13, 11, 15, 14, 13, 13, 10,
                  6, 1, 0, 0, 2, 1] + [0] * 38  # fmt: skip
-
-
-def _ar1(n, phi, sd, rng):
-    e = rng.normal(0.0, sd * np.sqrt(1.0 - phi**2), n)
-    out = np.empty(n)
-    out[0] = rng.normal(0.0, sd)
-    for i in range(1, n):
-        out[i] = phi * out[i - 1] + e[i]
-    return out
 
 
 def _judge(s, v):
