@@ -150,7 +150,7 @@ def test_a_collapse_that_went_on_falling_says_where_the_reward_is_now() -> None:
     """The tester's import: a critical collapse read "collapsed from 0.2955 to 0.1906 in 3
     points" while the reward had been 0.0 at every point from 150 to 200. The evidence keeps
     the fall that opened it (rules_drop's held window); the message dates it and adds now."""
-    s = np.arange(10, 210, 10)  # logged every 10 steps: 3 recent and 8 reference points
+    s = np.arange(10, 210, 10)  # logged every 10 steps: 5 recent and 8 reference points
     v = np.clip(0.3 + np.random.default_rng(1).normal(0, 0.03, s.size), 0, None)
     v[s == 140], v[s >= 150] = 0.19, 0.0
     out = evaluate("dynamical_instability", RunData({"rollout/reward": (s, v)}, "rollout/reward"),
@@ -162,8 +162,8 @@ def test_a_collapse_that_went_on_falling_says_where_the_reward_is_now() -> None:
     a, b = c["reference_steps"]
     assert out.message.startswith(f"rollout/reward collapsed from {c['reference_level']} "
                                   f"(median of steps {a}–{b}) to {c['level_now']} in the next "
-                                  "3 points")  # fmt: skip
-    assert "; 0.0 at step 200 (median of the last 3 points)" in out.message
+                                  "5 points")  # fmt: skip
+    assert "; 0.0 at step 200 (median of the last 5 points)" in out.message
     assert "exactly 0.0 for the last 6 points, since step 150" in out.message
 
 

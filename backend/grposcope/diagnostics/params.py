@@ -43,6 +43,9 @@ RULES: dict[str, dict[str, Param]] = {
         "critical_threshold": Param(0.97, 0.0, 1.0, "share of zero-std groups that is critical"),
         "zero_std": Param(1e-6, 0.0, 1.0, "reward_std at or below this counts as zero"),
         **_windows(20, 20),
+        "open_points": Param(
+            3, 1, 1000, "fewest logged reward points the condition must hold over to open", True
+        ),
     },
     "policy_concentration": {
         "window": Param(50, 4, 100_000, "steps over which the entropy fall is measured", True),

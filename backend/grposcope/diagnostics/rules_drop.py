@@ -37,6 +37,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from scipy.stats import t as student_t
 
 from grposcope.diagnostics.data import RunData, component_keys
 from grposcope.diagnostics.memo import scope
@@ -98,9 +99,10 @@ def _collapse(key: str, s: np.ndarray, v: np.ndarray, p: Params,
         sigma = np.concatenate([held["sigma"][:first], sigma])
         as_low = np.concatenate([held["as_low"][:first], as_low])
     fall = centre - now
-    hit = (fall > 0) & (fall >= p["drop_sigmas"] * np.maximum(sigma, 1e-12))
+    bar = p["drop_sigmas"] * _short_reference(ref_n, int(p["drop_reference"]))
+    hit = (fall > 0) & (fall >= bar * np.maximum(sigma, 1e-12))
     prior = held["source"][:first] if held is not None else None
-    source = _held(hit, now, centre - p["drop_sigmas"] * sigma, prior)
+    source = _held(hit, now, centre - bar * sigma, prior)
     if kept is not None:
         kept[state] = {"rows": rows, "centre": centre, "now": now, "sigma": sigma,
                        "as_low": as_low, "source": source}  # fmt: skip
@@ -140,6 +142,15 @@ def _collapse(key: str, s: np.ndarray, v: np.ndarray, p: Params,
 MIN_DROP_POINTS, MIN_REFERENCE_POINTS = 3, 8
 
 
+def _short_reference(ref_n: int, full: int) -> float:
+    """How much wider the collapse bar is on a reference window shortened by a sparse log: a
+    σ read off 8 points is itself uncertain, as a t-quantile says (99 %, against the full
+    window's); 1 at the full window."""
+    if ref_n >= full:
+        return 1.0
+    return float(student_t.ppf(0.99, max(ref_n - 1, 1)) / student_t.ppf(0.99, max(full - 1, 1)))
+
+
 def collapse_windows(s: np.ndarray, p: Params) -> tuple[int, int]:
     """(recent points, reference points) of the collapse form. Its windows are points of a
     series logged every step; a series logged every k steps (TRL's default `logging_steps`
@@ -147,7 +158,7 @@ def collapse_windows(s: np.ndarray, p: Params) -> tuple[int, int]:
     a floor of MIN_DROP_POINTS and MIN_REFERENCE_POINTS: at 25 points a run logged every 10
     steps could not be judged before step 250."""
     spacing = max(1.0, step_spacing(s)) if s.size > 1 else 1.0
-    m = max(MIN_DROP_POINTS, int(round(p["drop_points"] / spacing)))
+    m = int(p["drop_points"])
     ref_n = max(MIN_REFERENCE_POINTS, int(round(p["drop_reference"] / spacing)))
     return min(m, int(p["drop_points"])), min(ref_n, int(p["drop_reference"]))
 

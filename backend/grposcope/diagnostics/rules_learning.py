@@ -123,6 +123,9 @@ def _zero_std_share(data: RunData, p: Params) -> tuple[np.ndarray, np.ndarray, s
             "is logged (TRL logs the first with scale_rewards 'group' or 'none')")  # fmt: skip
 
 
+MIN_SHARE_POINTS = 10
+
+
 def advantage_degeneracy(data: RunData, p: Params) -> Trace | str:
     """Groups whose completions all got the same reward give zero advantage: no signal.
 
@@ -135,7 +138,9 @@ def advantage_degeneracy(data: RunData, p: Params) -> Trace | str:
     steps, share, source = got
     if steps.size == 0:
         return "the zero-std series has no finite values yet"
-    w = points(p["window"], steps)
+    # At least MIN_SHARE_POINTS points (or the whole window of a per-step log): 20 steps of a
+    # log every 10 steps are 2 points, and one batch whose groups all tied paged critical.
+    w = max(points(p["window"], steps), min(int(p["window"]), MIN_SHARE_POINTS))
     level_share = trailing_mean(share, w)
     iid = _iid_prediction(data, steps, w)
     levels = np.where(level_share >= p["critical_threshold"], 3,
