@@ -19,7 +19,7 @@ ALERT = {
     "kind": "reward_hacking",
     "severity": "critical",
     "state": "open",
-    "opened_step": 7,
+    "opened_step": 1,  # a step every test's run logs (a later one reads as a resume's, run.py)
     "message": "eval reward falls while train reward rises",
     "evidence": {"window": [3, 7]},
 }
@@ -312,3 +312,29 @@ def test_https_to_a_plain_http_server_says_which_scheme(stub, tmp_path, caplog) 
         run.finish(timeout=0.5)
     (said,) = [r.getMessage() for r in caplog.records if "unreachable" in r.getMessage()]
     assert "should start with http://" in said
+
+
+def test_a_resumed_trainer_is_not_stopped_by_the_alerts_of_the_steps_it_abandoned(
+    stub, script, tmp_path, caplog
+) -> None:
+    """A run that collapsed at step 45 (its reward function broke) is fixed and resumed from its
+    checkpoint at 40: the server still holds the broken steps and their open critical alert,
+    and stopped the resumed trainer two steps in (a tester's live TRL run). An episode opened
+    after the latest step this process logged is logged, not a reason to stop; a new one is."""
+    script.alerts = [{**ALERT, "kind": "dynamical_instability", "opened_step": 45}]
+    with caplog.at_level(logging.WARNING, logger="grposcope_trainer"):
+        resumed = _run(stub, tmp_path, stop_on=("dynamical_instability",))
+        resumed.log(41, {"reward": 0.9})
+        wait_for(lambda: resumed.alerts, timeout=10)  # seen after step 41, opened at 45
+        for step in range(42, 61):  # past 45 too: the episode stays the abandoned steps'
+            resumed.log(step, {"reward": 0.9})
+        wait_for(lambda: len(script.steps) >= 20, timeout=10)
+        assert not resumed.stop_requested
+        script.alerts = [{**ALERT, "kind": "dynamical_instability", "opened_step": 58}]
+        resumed.log(61, {"reward": 0.0})
+        wait_for(lambda: resumed.stop_requested, timeout=10)
+        resumed.finish()
+    assert [a["opened_step"] for a in resumed.alerts] == [45, 58]
+    said = [r.getMessage() for r in caplog.records if "alert on run" in r.getMessage()]
+    assert "before it was resumed; not a reason to stop" in said[0]
+    assert "resumed" not in said[1]

@@ -95,7 +95,7 @@ class GRPOScopeCallback(TrainerCallback):
                 run.log(state.global_step, logs)
             except Exception:  # never into the training loop (a non-dict `logs`, say)
                 return
-            self._check_stop(run, control)
+            self._check_stop(run, control, args)
 
     def on_evaluate(self, args: Any, state: Any, control: Any, metrics: Any = None, **kwargs: Any):
         run = self._run
@@ -108,7 +108,7 @@ class GRPOScopeCallback(TrainerCallback):
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any):
         run = self._run
         if run is not None:
-            self._check_stop(run, control)
+            self._check_stop(run, control, args)
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any):
         self.close()
@@ -157,9 +157,13 @@ class GRPOScopeCallback(TrainerCallback):
             **self._run_options,
         )
 
-    def _check_stop(self, run: Run, control: Any) -> None:
+    def _check_stop(self, run: Run, control: Any, args: Any) -> None:
+        """Stop as the trainer does at `max_steps`: with a checkpoint where its save strategy is
+        by steps (`DefaultFlowCallback`), so the run can be resumed from where it stopped."""
         if run.stop_reason is not None:
             control.should_training_stop = True
+            if getattr(args, "save_strategy", None) == "steps":
+                control.should_save = True
             if not self._stopped:
                 self._stopped = True
                 logger.warning("grposcope: stopping training on alert %s", run.stop_reason)

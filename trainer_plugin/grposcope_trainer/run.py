@@ -101,6 +101,13 @@ class Run:
         self.alerts: list[dict[str, Any]] = []  # every alert seen, first report first
         self.stop_reason: str | None = None
         self._seen: set[tuple[Any, ...]] = set()
+        # The latest step this process logged, and the alert episodes (kind, opened step) first
+        # seen opened after it: a trainer resumed from a checkpoint behind the server's last
+        # step gets back the alerts of the trajectory it abandoned (a fixed run, resumed from
+        # its last good checkpoint, was stopped again at once by the collapse it was resumed
+        # to escape). Those are logged, never a reason to stop.
+        self._latest_step: int | None = None
+        self._abandoned: set[tuple[Any, Any]] = set()
         self._report: CloseReport | None = None
         root = keyed_root(cfg.spool_dir, cfg.url, cfg.token)
         try:
@@ -133,6 +140,7 @@ class Run:
             raise ValueError(f"step must be an int from 0 to 2**63-1, got {step!r}")
         if self._report is not None:
             return
+        self._latest_step = step if self._latest_step is None else max(self._latest_step, step)
         self._sender.enqueue(step, dict(metrics), time.time() if wall_time is None else wall_time)
 
     @property
@@ -230,6 +238,19 @@ class Run:
             )
         return CloseReport(False, pending, spool.path, message, **counts)
 
+    def _from_abandoned_steps(self, alert: dict[str, Any]) -> bool:
+        """Whether an alert episode opened after the latest step this process logged, when it
+        was first seen (then for good: the server keeps the first value of each step, so the
+        episode stays on the steps the resumed trainer abandoned)."""
+        episode = (alert.get("kind"), alert.get("opened_step"))
+        opened, latest = episode[1], self._latest_step
+        if episode not in self._abandoned and not (
+            isinstance(opened, int) and latest is not None and opened > latest
+        ):
+            return False
+        self._abandoned.add(episode)
+        return True
+
     def _on_alerts(self, alerts: list[dict[str, Any]]) -> None:
         """Called on the sender thread with the run's open alerts after each ingest."""
         for alert in alerts:
@@ -240,14 +261,21 @@ class Run:
                 continue
             self._seen.add(key)
             self.alerts.append(alert)
+            abandoned = self._from_abandoned_steps(alert)
             logger.warning(
-                "grposcope alert on run %r: [%s] %s (opened at step %s): %s",
+                "grposcope alert on run %r: [%s] %s (opened at step %s): %s%s",
                 self.name,
                 alert.get("severity"),
                 alert.get("kind"),
                 alert.get("opened_step"),
                 alert.get("message"),
+                f" (opened after step {self._latest_step}, the latest this process logged: from "
+                "the steps the run had reached before it was resumed; not a reason to stop)"
+                if abandoned
+                else "",
             )
+            if abandoned:
+                continue
             if alert.get("kind") in self.stop_on and alert.get("severity") == "critical":
                 if self.stop_reason is None:
                     self.stop_reason = f"{alert.get('kind')}: {alert.get('message')}"
