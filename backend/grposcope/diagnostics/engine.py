@@ -294,7 +294,7 @@ def _zero_std(e: Mapping[str, Any]) -> str:
         text = f"{_pct(share)} of groups had zero reward spread over {span} (mean of {source})"
     if e.get("iid_prediction") is not None and e.get("excess") is not None:
         text += (f", against an i.i.d. prediction p^G + (1−p)^G of {_pct(e['iid_prediction'])} "
-                 f"at the reward's level (G = {e.get('group_size')}; excess "
+                 f"from each step's reward (G = {e.get('group_size')}; excess "
                  f"{e['excess'] * 100:+.1f} points)")  # fmt: skip
     return text
 

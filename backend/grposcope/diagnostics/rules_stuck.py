@@ -47,7 +47,11 @@ def no_learning(data: RunData, p: Params) -> Sub | None:
         return None  # nothing says whether the policy moves (and no sub: the fits' grid stays)
     f = reward_fall_arrays(data, s, v, w, float(p["min_gain_sigmas"]))
     old_enough = s - s[0] >= p["no_gain_steps"]
-    flat = (np.arange(s.size) >= w - 1) & (f["gain"] <= f["bar"])
+    # A run whose gain was once beyond its bar has learned: a collapse later widens the bar
+    # (its fall reads as noise) and made a run that rose 0.28 → 0.9 "not learning" after the
+    # fact (a tester's live TRL run logged every 5 steps). The form is for runs that never did.
+    gained = np.logical_or.accumulate((np.arange(s.size) >= w - 1) & (f["gain"] > f["bar"]))
+    flat = (np.arange(s.size) >= w - 1) & ~gained
     level = np.where(old_enough & flat & (still | grad_frozen | constant), 2, 0).astype(np.int8)
 
     def evidence(i: int) -> dict:
