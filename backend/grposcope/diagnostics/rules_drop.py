@@ -321,9 +321,16 @@ def _drift(key: str, s: np.ndarray, v: np.ndarray, p: Params, kept: dict | None 
         if fact is not None and (total is None or _felt_by_total(fact, total, p)):
             level[i] = 2
             facts[i] = {"key": key, **fact}
+    # Between checks a verdict holds until the next one: left at 0 there, a long run's trace
+    # flickered on its grid (323, 324, 327, 328, …) where a shorter one's, checked at every
+    # point, held, and the alert opened at other steps live than in the whole run's replay.
+    at = np.array(checks, dtype=np.int64)
+    last = np.searchsorted(at, np.arange(v.size), side="right") - 1
+    level = np.where(last >= 0, level[at[np.clip(last, 0, None)]], 0).astype(np.int8)
 
     def evidence(i: int) -> dict:
-        return {"degradation": facts.get(i, {})}
+        j = int(at[max(0, int(np.searchsorted(at, i, side="right")) - 1)])
+        return {"degradation": facts.get(j, {})}
 
     return s, level, evidence, False
 

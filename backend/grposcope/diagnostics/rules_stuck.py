@@ -43,8 +43,12 @@ def no_learning(data: RunData, p: Params) -> Sub | None:
     kl, still = _kl_still(data, kl_key, s, p)
     grad_frozen, streak, grad_key = frozen(data, w, s)
     constant = _constant_from_start(v) & ~_groups_vary(data, s)
-    if kl_key is None and not grad_frozen.any() and not constant.any():
-        return None  # nothing says whether the policy moves (and no sub: the fits' grid stays)
+    if kl_key is None and grad_key is None and not constant.any():
+        # nothing says whether the policy moves (and no sub: the fits' grid stays). Not on
+        # whether grad_norm *is* frozen anywhere: that reads points a live run has not seen,
+        # and the sub's presence sets the trace's grid, so a run's alert at step 100 differed
+        # between its replay up to 100 and its whole one (a tester's prefix check)
+        return None
     f = reward_fall_arrays(data, s, v, w, float(p["min_gain_sigmas"]))
     old_enough = s - s[0] >= p["no_gain_steps"]
     # A run whose gain was once beyond its bar has learned: a collapse later widens the bar
