@@ -169,7 +169,12 @@ def _sentence(kind: str, evidence: Mapping[str, Any]) -> str:
                 f"{_count(evidence['steps_without_gain'], 'step')} and "
                 f"{_not_moving(evidence)}")  # fmt: skip
     if kind == "plateau_reached" and evidence.get("steps_saved_by_stopping"):
-        return f"{base}; stopping now saves {_count(evidence['steps_saved_by_stopping'], 'step')}"
+        base = f"{base}; stopping now saves {_count(evidence['steps_saved_by_stopping'], 'step')}"
+    if kind == "plateau_reached" and evidence.get("components_not_started"):
+        idle = ", ".join(evidence["components_not_started"])
+        base += (f" — unless a later stage is still to come: {idle} has repeated its first "
+                 "value at every step so far (a reward that has not started scoring, or one "
+                 "that never fires)")  # fmt: skip
     return base
 
 

@@ -45,10 +45,14 @@ class Checks:
     rising: dict[str, np.ndarray]  # per reward component: rising at that step
     gain_left: np.ndarray  # p* of the latest fit minus the recent level (NaN: no fit yet)
     slope_reach: np.ndarray | None = None  # what the reward's slope could still gain, run-σ
+    idle: dict[str, np.ndarray] | None = None  # per component: one exact value since the first
 
     def evidence(self, i: int) -> dict:
         rising = [k for k, up in self.rising.items() if up[i]]
         out: dict = {"still_improving": bool(self.still[i]), "components_rising": rising}
+        idle = [k for k, same in (self.idle or {}).items() if same[i]]
+        if idle:
+            out["components_not_started"] = idle
         if self.slope_t is not None:
             out["recent_slope_t"] = r(self.slope_t[i], 2)
         if self.slope_reach is not None and math.isfinite(self.slope_reach[i]):
@@ -63,6 +67,7 @@ def improving_checks(data: RunData, p: Params, at: np.ndarray) -> Checks:
     still = np.zeros(at.size, dtype=bool)
     slope_t, reach, rising = None, None, {}
     keys = [data.reward_key, *component_keys(data)] if data.reward_key else []
+    idle: dict[str, np.ndarray] = {}
     for key in keys:
         got = data.finite(key)
         if got is None:
@@ -72,9 +77,28 @@ def improving_checks(data: RunData, p: Params, at: np.ndarray) -> Checks:
             slope_t, reach = t, can
         else:
             rising[key] = up
+            idle[key] = _one_value_so_far(*got, at)
         still |= up
     left, beyond = _gain_left(data, p, at)
-    return Checks(still | beyond, slope_t, rising, left, reach)
+    return Checks(still | beyond, slope_t, rising, left, reach, idle)
+
+
+# Points a component must have repeated its first value over to read "not started".
+IDLE_MIN_POINTS = 5
+
+
+def _one_value_so_far(s: np.ndarray, v: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """At each step of `at`: whether every point of the component up to it (at least
+    IDLE_MIN_POINTS) is its first value. Staged rewards start scoring late (a correctness
+    reward at 0 for 90 steps, then rising to 0.8; in the corpus six runs' components start
+    after 69–200 steps), so the plateau alert says so; it does not veto: a reward function
+    that never fires (a strict format no completion meets) is as common, and would then hold
+    the alert off for good."""
+    if s.size == 0:
+        return np.zeros(at.size, dtype=bool)
+    same = np.logical_and.accumulate(v == v[0]) & (np.arange(v.size) + 1 >= IDLE_MIN_POINTS)
+    idx = last_index_at(s, at)
+    return (idx >= 0) & same[np.clip(idx, 0, None)]
 
 
 def _rising(
