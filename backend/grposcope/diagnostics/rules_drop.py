@@ -35,6 +35,7 @@ Both are causal: index i uses points 0..i only, so a live run sees what this rep
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -143,6 +144,7 @@ def _collapse(key: str, s: np.ndarray, v: np.ndarray, p: Params,
 MIN_REFERENCE_POINTS = 8
 
 
+@functools.lru_cache(maxsize=64)  # two t-quantiles a refit otherwise: ~0.2 ms each time
 def _short_reference(ref_n: int, full: int) -> float:
     """How much wider the collapse bar is on a reference window shortened by a sparse log: a
     σ read off 8 points is itself uncertain, as a t-quantile says (99 %, against the full

@@ -24,7 +24,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from grposcope.diagnostics.data import RunData, component_keys
-from grposcope.diagnostics.signal import points, r, shared_trailing_mean, window_trends
+from grposcope.diagnostics.signal import (
+    first_value_held,
+    points,
+    r,
+    shared_trailing_mean,
+    window_trends,
+)
 from grposcope.dynamics.smoothing import last_index_at
 
 Params = dict[str, float]
@@ -96,7 +102,7 @@ def _one_value_so_far(s: np.ndarray, v: np.ndarray, at: np.ndarray) -> np.ndarra
     the alert off for good."""
     if s.size == 0:
         return np.zeros(at.size, dtype=bool)
-    same = np.logical_and.accumulate(v == v[0]) & (np.arange(v.size) + 1 >= IDLE_MIN_POINTS)
+    same = first_value_held(v, IDLE_MIN_POINTS)
     idx = last_index_at(s, at)
     return (idx >= 0) & same[np.clip(idx, 0, None)]
 

@@ -21,7 +21,7 @@ from grposcope.diagnostics.data import KL_KEYS, REWARD_STD_KEYS, ZERO_STD_KEYS, 
 from grposcope.diagnostics.memo import scope
 from grposcope.diagnostics.rules_fall import reward_fall_arrays
 from grposcope.diagnostics.rules_nograd import FROZEN_MIN_POINTS, frozen
-from grposcope.diagnostics.signal import level_at, points, r, trailing_median
+from grposcope.diagnostics.signal import first_value_held, level_at, points, r, trailing_median
 from grposcope.diagnostics.types import Sub
 
 Params = dict[str, float]
@@ -42,7 +42,10 @@ def no_learning(data: RunData, p: Params) -> Sub | None:
         return None
     kl, still = _kl_still(data, kl_key, s, p)
     grad_frozen, streak, grad_key = frozen(data, w, s)
-    constant = _constant_from_start(v) & ~_groups_vary(data, s)
+    # every completion of every group scored alike from the start (≥ FROZEN_MIN_POINTS points):
+    # kardeniapoyu's 24-game run, success rate 0 at all 122 steps while its KL drifted to 0.87
+    # under the KL term alone — no advantage, no learning signal, whatever the policy does
+    constant = first_value_held(v, FROZEN_MIN_POINTS) & ~_groups_vary(data, s)
     if kl_key is None and grad_key is None and not constant.any():
         # nothing says whether the policy moves (and no sub: the fits' grid stays). Not on
         # whether grad_norm *is* frozen anywhere: that reads points a live run has not seen,
@@ -75,18 +78,6 @@ def no_learning(data: RunData, p: Params) -> Sub | None:
         return out
 
     return s, level, evidence, False
-
-
-def _constant_from_start(v: np.ndarray) -> np.ndarray:
-    """Whether every reward point up to each index has been one exact value since the first
-    (at least FROZEN_MIN_POINTS of them). Every completion of every group scored alike from
-    the start — a task none of them solves (kardeniapoyu's 24-game run: success rate 0 at all
-    122 steps, while its KL drifted to 0.87 under the KL term alone) or one all of them do —
-    so no advantage, no learning signal, whatever the policy does."""
-    if v.size == 0:
-        return np.zeros(0, dtype=bool)
-    same = np.logical_and.accumulate(v == v[0])
-    return same & (np.arange(v.size) + 1 >= FROZEN_MIN_POINTS)
 
 
 def _groups_vary(data: RunData, at: np.ndarray) -> np.ndarray:

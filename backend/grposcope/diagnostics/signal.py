@@ -75,6 +75,16 @@ def trailing_median(values: np.ndarray, width: int, kept: dict | None = None) ->
 noise_sd = robust_noise  # the fit's estimator (dynamics.smoothing): one rule for the noise
 
 
+def first_value_held(values: np.ndarray, min_points: int) -> np.ndarray:
+    """At each index: whether every value up to it is the first one, over at least
+    ``min_points`` of them (a reward every completion scored alike from the start, a reward
+    component that has not started scoring)."""
+    if values.size == 0:
+        return np.zeros(0, dtype=bool)
+    same = np.logical_and.accumulate(values == values[0])
+    return same & (np.arange(values.size) + 1 >= min_points)
+
+
 def points(window_steps: float, steps: np.ndarray) -> int:
     """A window given in steps as a number of points of this series."""
     if steps.size < 2:
