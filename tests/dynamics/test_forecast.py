@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
+from scipy import stats
 
 from grposcope.dynamics.continuum import Hyper, continuum_coefficients
 from grposcope.dynamics.fit import fit_series
@@ -13,6 +16,7 @@ from grposcope.dynamics.forecast import (
     forecast_band,
     predict_window,
     progress,
+    quantile,
     steps_to_plateau,
 )
 from grposcope.dynamics.model import trajectory
@@ -174,6 +178,26 @@ def test_forecast_band_ahead_is_the_window_forecast() -> None:
     assert abs(band.mean[j] - at.model_mean) > 0.01  # the mix, not the bare curve
     half = band.hi[j] - band.mean[j]
     assert half < at.hi - at.mean  # no single-step noise in the band, so narrower
+
+
+def test_a_short_log_widens_the_interval_by_students_t() -> None:
+    """Few points (TRL logs every 10 steps by default) estimate the noise and the curve from the
+    same n points: the interval's quantile is t with n − 4 degrees of freedom, so the same
+    variance gives a wider interval on 10 points than on thousands, where it is the normal's."""
+    t, y = _run(3, n=100)
+    fit = fit_series(t[::10], y[::10])
+    assert fit.n_points == 10
+    assert quantile(fit) == pytest.approx(stats.t.ppf(0.9, 6))
+    many = dataclasses.replace(fit, n_points=5000)
+    assert quantile(many) == pytest.approx(stats.norm.ppf(0.9), abs=1e-3)
+    short, long_ = predict_window(fit, 110, 150), predict_window(many, 110, 150)
+    assert short.mean == long_.mean
+    ratio = (short.hi - short.lo) / (long_.hi - long_.lo)
+    assert ratio == pytest.approx(quantile(fit) / quantile(many))
+    band, band_many = forecast_band(fit, horizon=200), forecast_band(many, horizon=200)
+    assert band.hi[-1] - band.lo[-1] == pytest.approx(
+        (band_many.hi[-1] - band_many.lo[-1]) * quantile(fit) / quantile(many)
+    )
 
 
 def _constrained_fit(k_ref: int = 1):
