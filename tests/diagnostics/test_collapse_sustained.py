@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from grposcope.diagnostics import RunData
+from grposcope.diagnostics.engine import evaluate
 from grposcope.diagnostics.params import defaults
 from grposcope.diagnostics.rules_drop import reward_drops
 
@@ -58,3 +59,14 @@ def test_a_fall_twice_the_bar_is_critical_at_once() -> None:
     v[119:] = np.random.default_rng(1).normal(0, 0.01, v.size - 119)
     levels = _collapse(s, v)
     assert min(levels) == 122 and levels[122] == 3  # the median's first window down
+
+
+def test_the_one_window_warning_says_what_would_make_it_critical() -> None:
+    s, v = _noisy(0)
+    v[119:124] = DIP
+    data = RunData({"reward": (s, v)}, "reward")
+    result = evaluate("dynamical_instability", data, defaults("dynamical_instability"))
+    (episode,) = [e for e in result.episodes if "collapse" in e.evidence]
+    assert episode.severity == "warning" and episode.evidence["collapse"]["sustained"] is False
+    assert "one window so far: critical if the next point is still under the bar" in episode.message
+    assert "not a collapse yet" not in episode.message

@@ -241,6 +241,8 @@ def _collapse(c: Mapping[str, Any], flat: Mapping[str, Any] | None) -> str:
     if low is not None and low >= (m + 1) // 2:  # the rule's warning form (rules_drop)
         text += (f"; but {low} of the points before it lay as low too: likely the run's own "
                  "outliers bunching, not a collapse yet")  # fmt: skip
+    elif c.get("sustained") is False:  # the other warning form: one window so far
+        text += "; one window so far: critical if the next point is still under the bar"
     return text
 
 

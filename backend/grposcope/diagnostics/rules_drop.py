@@ -142,7 +142,9 @@ def _collapse(key: str, s: np.ndarray, v: np.ndarray, p: Params,
                              # the fall that opened it is kept while the reward stays under
                              # its bar; where the reward is at the checkpoint judged:
                              "latest_level": r(float(np.median(v[i - m + 1 : i + 1]))),
-                             "latest_step": int(s[i])}}  # fmt: skip
+                             "latest_step": int(s[i]),
+                             # held a second window, or fell twice the bar: what makes it critical
+                             "sustained": bool(sustained[row])}}  # fmt: skip
 
     return s, level, evidence, False
 
