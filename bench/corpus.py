@@ -44,6 +44,9 @@ FAILING = {
         90, "collapse"),
     "unslothai_gpt-oss-20b_matmul-kernel_G2_run1": (1, "degradation"),
     "unslothai_qwen3-8b-fp8_dapo-math_G4": (1, "degradation"),
+    # ../shared/data/harvest2 (runs the rules were not developed on; its SOURCES.md)
+    "dumbkin31_qwen3-1.7b-lora_math_verl-grpo_G16_kl-blowup-step64": (67, "collapse"),
+    "tiandasun_qwen25-7b-sft_cwq-kgqa_verl-grpo_E3-verifiable-reward": (900, "degradation"),
 }  # fmt: skip
 
 # The off-policy sweep of one CS336-style loop (precursor target: warn on the collapses, on
@@ -170,11 +173,16 @@ def corpus_folders(root: Path) -> list[Path]:
 # below: healthy, not a collapse.
 FAILING_OTHER = {
     "cs336_damek_qwen25math15b_gsm8k_r1zero_G8": "degrades late (train 0.9 → 0.45)",
+    "tiandasun_qwen25-7b-sft_cwq-kgqa_verl-grpo_E2-heuristic-reward": (
+        "entropy collapse by step 200; tools abandoned by 1000 (harvest2)"),
 }
 NOT_LEARNING = (
     "unsloth_official_phi4_14b_gsm8k_G6_nolearning", "duruoli_", "freakz3z_", "coicozoi_",
     "unslothai_deepseek-r1-0528", "unslothai_gpt-oss-20b-bf16", "alexchilton_", "jzystar_",
     "sushantmehta-code_", "uqcxu9_", "unslothai_qwen3.5-4b_mathvista", "kardeniapoyu_",
+    # ../shared/data/harvest and harvest2: no learning, or barely, by their SOURCES.md
+    "maojiasong_", "tonywang_qwen3-1.7b_gsm8k_custom_G8_lr_1e-6",
+    "tonywang_qwen3-1.7b_gsm8k_custom_G8_lora_rank_8", "rusheel86_",
 )  # fmt: skip
 
 
