@@ -174,7 +174,8 @@ def corpus_folders(root: Path) -> list[Path]:
 FAILING_OTHER = {
     "cs336_damek_qwen25math15b_gsm8k_r1zero_G8": "degrades late (train 0.9 → 0.45)",
     "tiandasun_qwen25-7b-sft_cwq-kgqa_verl-grpo_E2-heuristic-reward": (
-        "entropy collapse by step 200; tools abandoned by 1000 (harvest2)"),
+        "entropy collapse by step 200; tools abandoned by 1000 (harvest2)"
+    ),
 }
 NOT_LEARNING = (
     "unsloth_official_phi4_14b_gsm8k_G6_nolearning", "duruoli_", "freakz3z_", "coicozoi_",
