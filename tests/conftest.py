@@ -12,7 +12,8 @@ import pytest
 from tests.fixtures import databases
 from tests.fixtures.server import LiveServer
 
-REAL_LOGS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "real_logs"
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+REAL_LOGS = SHARED_DATA / "real_logs"
 
 
 @pytest.fixture(scope="session")
@@ -20,6 +21,12 @@ def real_logs() -> Path:
     if not REAL_LOGS.is_dir():
         pytest.skip(f"real logs not found at {REAL_LOGS} (../shared/data/real_logs)")
     return REAL_LOGS
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """../shared/data: the real logs and the runs collected later as an unseen check."""
+    return SHARED_DATA
 
 
 @pytest.fixture(scope="session")

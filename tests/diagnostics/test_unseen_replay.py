@@ -12,11 +12,9 @@ import pytest
 
 from tests.fixtures.bench_modules import load
 
-HARVEST = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 
-
-def _replayed(*folders: str) -> list[dict]:
-    paths = [HARVEST / f for f in folders]
+def _replayed(shared_data: Path, *folders: str) -> list[dict]:
+    paths = [shared_data / f for f in folders]
     if not all(p.is_dir() for p in paths):
         pytest.skip(f"unseen runs not found at {paths[0]} (../shared/data/harvest*)")
     replay_mod, corpus = load("alert_replay", "corpus")
@@ -25,9 +23,9 @@ def _replayed(*folders: str) -> list[dict]:
         return [replay_mod.replay(run) for run in corpus.load_runs(paths)]
 
 
-def test_the_unseen_runs_that_did_not_fail_get_no_critical() -> None:
+def test_the_unseen_runs_that_did_not_fail_get_no_critical(shared_data: Path) -> None:
     _, corpus = load("alert_replay", "corpus")
-    replayed = _replayed("harvest", "harvest/tonywang_ablation_extra")
+    replayed = _replayed(shared_data, "harvest", "harvest/tonywang_ablation_extra")
     assert len(replayed) >= 20
     quiet = [r for r in replayed if corpus.label(r["run"].name) != "failing"]
     crit = [(r["run"].name, e[0], e[1]) for r in quiet for e in r["episodes"] if e[2] == "critical"]
@@ -37,9 +35,9 @@ def test_the_unseen_runs_that_did_not_fail_get_no_critical() -> None:
     assert 200 * warns / steps <= 1.0
 
 
-def test_the_unseen_collapses_page_critical_within_five_points() -> None:
+def test_the_unseen_collapses_page_critical_within_five_points(shared_data: Path) -> None:
     _, corpus = load("alert_replay", "corpus")
-    replayed = _replayed("harvest2")
+    replayed = _replayed(shared_data, "harvest2")
     collapses = [r for r in replayed if corpus.FAILING.get(r["run"].name, (0, ""))[1] == "collapse"]
     assert collapses
     for res in collapses:
