@@ -13,6 +13,10 @@ the reward had lost half its gain), every plateau_reached opening with the gain 
 after it (in run-σ), alerts per 200 steps on the runs that did not fail, and every run's first
 warning and first critical (for a folder of runs this corpus does not label).
 
+Runs this corpus does not list count as healthy unless their folder has a labels.csv
+(`corpus.read_labels`): `run,label,kind,fail_step`, e.g. `myrun,failing,collapse,120` or
+`other,not_learning,,`. Label a held-out set that way and its failing runs are scored as such.
+
     python bench/alert_replay.py --log-every 10 FOLDER...
 
 replays every run as a trainer logging every 10 steps would have logged it (each value the mean
@@ -41,9 +45,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from corpus import (  # noqa: E402
-    FAILING,
     SWEEP_PREFIX,
     Run,
+    failure,
     label,
     load_runs,
     logged_every,
@@ -150,10 +154,16 @@ def _instability(run: Run, data: RunData, params: dict) -> tuple[bool, int, int]
     return bool(eps), crit, sum(e.severity == "warning" for e in eps)
 
 
+def _kind(name: str) -> str:
+    """collapse | degradation for a run known to fall, else ""."""
+    known = failure(name)
+    return known[1] if known else ""
+
+
 def _cost(rows: list[tuple[Run, tuple[bool, int, int]]]) -> float:
     missed = sum(1 for run, (flag, _, _) in rows if label(run.name) == "failing" and not flag)
     soft = sum(1 for run, (_, c, _) in rows  # a collapse that never turned critical
-               if FAILING.get(run.name, (0, ""))[1] == "collapse" and not c)  # fmt: skip
+               if _kind(run.name) == "collapse" and not c)  # fmt: skip
     quiet = [(run, o) for run, o in rows if label(run.name) != "failing"]
     crit = sum(o[1] for _, o in quiet)
     steps = sum(float(run.steps[-1] - run.steps[0] + 1) for run, _ in quiet)
@@ -185,10 +195,10 @@ def lofo(runs: list[Run]) -> None:
         quiet = [(r, o) for r, o in rows if label(r.name) != "failing"]
         steps = sum(float(r.steps[-1] - r.steps[0] + 1) for r, _ in quiet)
         warn = sum(o[2] for _, o in quiet)
-        crit = sum(bool(o[1]) for r, o in fail if FAILING.get(r.name, (0, ""))[1] == "collapse")
+        crit = sum(bool(o[1]) for r, o in fail if _kind(r.name) == "collapse")
         print(f"{name}: failing runs flagged {sum(o[0] for _, o in fail)}/{len(fail)} "
               f"(collapses critical {crit}/"
-              f"{sum(FAILING.get(r.name, (0, ''))[1] == 'collapse' for r, _ in fail)}), "
+              f"{sum(_kind(r.name) == 'collapse' for r, _ in fail)}), "
               f"critical on runs that did not fail {sum(o[1] for _, o in quiet)}, "
               f"instability warnings per 200 steps there "
               f"{200 * warn / max(steps, 1):.2f}")  # fmt: skip

@@ -32,7 +32,7 @@ def test_every_collapse_is_critical_and_every_failing_run_is_flagged(replayed) -
     assert len(failing) >= 5
     for res in failing:
         assert res["episodes"], f"{res['run'].name} raised nothing"
-        if corpus.FAILING.get(res["run"].name, (0, ""))[1] == "collapse":
+        if (corpus.failure(res["run"].name) or (0, ""))[1] == "collapse":
             assert res["critical"] is not None, res["run"].name
 
 

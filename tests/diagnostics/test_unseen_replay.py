@@ -38,10 +38,10 @@ def test_the_unseen_runs_that_did_not_fail_get_no_critical(shared_data: Path) ->
 def test_the_unseen_collapses_page_critical_within_five_points(shared_data: Path) -> None:
     _, corpus = load("alert_replay", "corpus")
     replayed = _replayed(shared_data, "harvest2")
-    collapses = [r for r in replayed if corpus.FAILING.get(r["run"].name, (0, ""))[1] == "collapse"]
+    collapses = [r for r in replayed if (corpus.failure(r["run"].name) or (0, ""))[1] == "collapse"]
     assert collapses
     for res in collapses:
-        start = corpus.FAILING[res["run"].name][0]
+        start = corpus.failure(res["run"].name)[0]
         assert res["critical"] is not None and res["critical"] <= start + 5, res["run"].name
     for res in replayed:
         if corpus.label(res["run"].name) == "failing":

@@ -1,0 +1,50 @@
+"""A folder's labels.csv decides how the bench scores runs this corpus does not list: a held-out
+set's collapses must count as collapses (bench/corpus.py `read_labels`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.fixtures.bench_modules import load
+
+
+def _write_run(folder: Path, name: str, values: np.ndarray) -> None:
+    rows = ["step,reward", *(f"{i + 1},{v:.6f}" for i, v in enumerate(values))]
+    (folder / f"{name}.csv").write_text("\n".join(rows) + "\n")
+
+
+def test_labels_file_names_the_failing_and_the_flat_runs(tmp_path: Path) -> None:
+    (corpus,) = load("corpus")
+    rng = np.random.default_rng(0)
+    _write_run(
+        tmp_path, "zz1_falls", np.r_[np.full(40, 0.8), np.full(20, 0.1)] + rng.normal(0, 0.02, 60)
+    )
+    _write_run(tmp_path, "zz1_flat", rng.normal(0.3, 0.05, 60))
+    _write_run(tmp_path, "zz1_fine", np.linspace(0, 1, 60) + rng.normal(0, 0.05, 60))
+    (tmp_path / "labels.csv").write_text(
+        "run,label,kind,fail_step\nzz1_falls,failing,collapse,41\nzz1_flat,not_learning,,\n"
+    )
+    runs = corpus.load_runs([tmp_path])
+    assert {r.name: corpus.label(r.name) for r in runs} == {
+        "zz1_falls": "failing", "zz1_flat": "not_learning", "zz1_fine": "healthy",
+    }  # fmt: skip
+    assert corpus.failure("zz1_falls") == (41, "collapse")
+    assert corpus.failure("zz1_fine") is None
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        "run,label\nx,broken\n",
+        "run,label,kind\nx,failing,\n",
+        "run,label,kind,fail_step\nx,failing,collapse,\n",
+    ],
+)
+def test_a_label_that_cannot_be_used_is_refused(tmp_path: Path, rows: str) -> None:
+    (corpus,) = load("corpus")
+    (tmp_path / "labels.csv").write_text(rows)
+    with pytest.raises(corpus.LabelsError, match="labels.csv:2"):
+        corpus.read_labels(tmp_path)
