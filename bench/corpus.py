@@ -89,10 +89,11 @@ def _log_dir(path: Path) -> bool:
 
 
 def log_paths(folder: Path) -> list[Path]:
-    """The logs in ``folder`` (not recursive): files the readers know by suffix, and run
-    folders (`_log_dir`)."""
+    """The logs in ``folder`` (not recursive): files the readers know by suffix (not the
+    folder's labels.csv, `read_labels`), and run folders (`_log_dir`)."""
     return sorted(p for p in folder.iterdir()
-                  if (p.is_file() and p.suffix.lower() in LOG_SUFFIXES)
+                  if (p.is_file() and p.suffix.lower() in LOG_SUFFIXES
+                      and p.name != LABELS_FILE)
                   or (p.is_dir() and _log_dir(p)))  # fmt: skip
 
 

@@ -324,6 +324,22 @@ def test_plateau_from_fit_history_with_saving():
     assert abs(out.evidence["recent_slope_t"]) < 2.0
 
 
+def test_a_fitted_plateau_waits_for_a_third_of_the_planned_run():
+    """200 flat steps of a 2,000-step plan are no ground for "stopping now saves 1,800 steps":
+    early in a run most fitted plateaus are followed by a further rise (min_progress)."""
+    flat = 0.8 + np.random.default_rng(0).normal(0, 0.05, 200)
+    steps = np.arange(1, 201)
+    params = defaults("plateau_reached")
+    early = RunData({"reward": (steps, flat)}, "reward", fits=_plateau_fits(), total_steps=2000)
+    assert evaluate("plateau_reached", early, params).status == "ok"
+    assert evaluate("plateau_reached", early, {**params, "min_progress": 0.0}).status == "firing"
+    unplanned = RunData({"reward": (steps, flat)}, "reward", fits=_plateau_fits())
+    assert evaluate("plateau_reached", unplanned, params).status == "firing"
+    out = evaluate("plateau_reached", RunData({"reward": (steps, flat)}, "reward",
+                   fits=_plateau_fits(), total_steps=450), params)  # fmt: skip
+    assert out.status == "firing" and out.current.opened_step >= 150  # 1/3 of 450, then open
+
+
 def _plateau_fits() -> list[FitPoint]:
     return [FitPoint(step=k, success=True, r2_smoothed=0.9, p_star=0.8, p0=0.1,
                      plateau_start=80.0, noise_sd=0.05, n_points=k)
@@ -584,6 +600,23 @@ def test_no_learning_stays_quiet_when_the_policy_moves_or_the_reward_rises():
     assert off.status == "unavailable"
 
 
+def test_a_kl_logged_as_exact_zeros_is_no_evidence_that_the_policy_is_still():
+    """β = 0 (DAPO-style configs, some TRL versions) logs kl 0.0 at every step: not computed.
+    A real DAPO run whose responses halved read "not learning: the policy has barely moved
+    (kl median 0)". The same reward with a measured, tiny KL still warns."""
+    params = defaults("plateau_reached")
+    run = _stuck_run(1e-4)
+    s, kl = run.series["kl"]
+    zeros = RunData({"reward": run.series["reward"], "kl": (s, np.zeros_like(kl))}, "reward",
+                    total_steps=400)  # fmt: skip
+    assert not evaluate("plateau_reached", zeros, params).episodes
+    late = np.where(s < 40, 0.0, kl)  # zeros until the KL term is switched on at step 40
+    measured = RunData({"reward": run.series["reward"], "kl": (s, late)}, "reward",
+                       total_steps=400)  # fmt: skip
+    out = evaluate("plateau_reached", measured, params)
+    assert out.status == "firing" and out.message.startswith("not learning")
+
+
 def test_collapse_with_no_prior_gain_is_critical_within_five_points():
     """The issue's missed case: 0.9 → 0.1 within a few steps, never having gained anything."""
     rng = np.random.default_rng(3)
@@ -734,6 +767,40 @@ def test_a_coarse_healthy_reward_repeating_its_floor_is_not_a_flatline():
                      defaults("dynamical_instability"))  # fmt: skip
         criticals += any(e.severity == "critical" for e in o.episodes)
     assert criticals <= 1
+
+
+def test_a_few_zero_steps_of_a_four_completion_run_are_not_a_flatline():
+    """One prompt × 4 completions a step scores 0 whenever the prompt is too hard: a real
+    agent-bench run (harvest3) had one 0 in its first 24 steps, then four in a row, then
+    recovered. Raising the plug-in share 2/26 to the 4th power paged critical; over the
+    share's posterior the streak has a 1 in 330 chance somewhere in 25 places (2026-12-05)."""
+    rng = np.random.default_rng(7)
+    head = rng.choice([0.25, 0.5, 0.75, 1.0], size=24)
+    head[9] = 0.0
+    tail = rng.choice([0.0, 0.25, 0.5, 0.75, 1.0], size=30, p=[0.15, 0.2, 0.25, 0.2, 0.2])
+    v = np.concatenate([head, np.zeros(4), [0.5, 0.75], tail])
+    s = np.arange(1, v.size + 1)
+    out = evaluate("dynamical_instability", RunData({"reward": (s, v)}, "reward"),
+                   defaults("dynamical_instability"))  # fmt: skip
+    assert not any(e.severity == "critical" for e in out.episodes), out.episodes
+
+
+def test_one_batch_grad_norm_spike_on_a_sparse_log_is_no_precursor():
+    """grad_norm is the logged step's own value, not a mean: logged every 10 steps, the
+    smoothing window is one point, and single spikes (0.05 → 2.4, a batch whose groups did
+    not all score alike) warned on a healthy run. Most of three points up still warns."""
+    s = np.arange(10, 510, 10)
+    g = np.full(s.size, 0.05)
+    g[[8, 19, 33, 42]] = 2.4  # lone spikes
+    reward = np.linspace(0.0, 0.3, s.size)
+    data = RunData({"reward": (s, reward), "grad_norm": (s, g)}, "reward")
+    out = evaluate("dynamical_instability", data, defaults("dynamical_instability"))
+    assert not out.episodes, out.episodes
+    g[30:] = 2.4  # grown for good from step 310
+    out = evaluate("dynamical_instability", RunData({"reward": (s, reward), "grad_norm": (s, g)},
+                   "reward"), defaults("dynamical_instability"))  # fmt: skip
+    assert out.episodes and out.episodes[0].opened_step == 320  # two of three points up
+    assert out.episodes[0].evidence["grad_norm_growth"] >= 10
 
 
 def test_a_precursor_opens_at_the_step_its_trailing_median_crosses():

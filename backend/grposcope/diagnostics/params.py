@@ -111,6 +111,9 @@ RULES: dict[str, dict[str, Param]] = {
             40, 0, 1_000_000, "fewest steps flat before a stop is advised", True
         ),
         "gain_left_sigmas": Param(1.0, 0.0, 100.0, "p* above the recent level that vetoes (s.e.)"),
+        "min_progress": Param(
+            1 / 3, 0.0, 1.0, "share of the planned run seen before a fitted plateau can open"
+        ),
         **_windows(10, 10),
         "open_points": Param(
             3, 1, 1000, "fewest logged reward points the condition must hold over to open", True

@@ -21,8 +21,9 @@ forms measure a fall against the reward's own recent level and its own step nois
 - **flat line at the floor** (critical): the reward (or a component) has repeated one value,
   at or below every earlier value and below their median, for so many points in a row that its
   own history makes the streak implausible as noise: with that value seen in a share f of the
-  earlier points (Laplace-smoothed), f^L ≤ ``flatline_chance``. Every group then scores the
-  same, so the policy gets no gradient: a run that fell to exactly zero stays there (the
+  earlier points, E[f^L] over f's posterior (`_streak_chance`) ≤ ``flatline_chance``, counted
+  over the places the streak could start. Every group then scores the same, so the policy gets
+  no gradient: a run that fell to exactly zero stays there (the
   off-policy sweep's 16-epoch run, whose fall is only ~0.05 against a noisy start, so no
   noise-σ bar sees it). Exact repeats only: a continuous reward never triggers it.
 - **degradation** (warning): over the last third, the last half or all of the points (each at
@@ -39,6 +40,7 @@ import functools
 import math
 
 import numpy as np
+from scipy.special import betaln
 from scipy.stats import t as student_t
 
 from grposcope.diagnostics.data import RunData, component_keys
@@ -277,7 +279,7 @@ def _flatline(key: str, s: np.ndarray, v: np.ndarray, p: Params,
         level[:first] = held[1]
         facts = dict(held[2])
     lo, hi = np.minimum.accumulate(v), np.maximum.accumulate(v)
-    per_streak: dict[int, tuple[float, float]] = {}  # start → (earlier median, value's share)
+    per_streak: dict[int, tuple[float, int]] = {}  # start → (earlier median, times seen)
     for i in range(first, v.size):
         if v[i] != v[i - 1]:
             start = i
@@ -287,13 +289,13 @@ def _flatline(key: str, s: np.ndarray, v: np.ndarray, p: Params,
             continue
         if start not in per_streak:  # the history is the same for the whole streak
             history = v[:start]
-            seen = (np.count_nonzero(history == v[i]) + 1.0) / (start + 2.0)
+            seen = int(np.count_nonzero(history == v[i]))
             per_streak[start] = (float(np.median(history)), seen)
-        median, share = per_streak[start]
+        median, seen = per_streak[start]
         if v[i] >= median:
             continue
         # the chance of such a streak starting at any of the start + 1 places it could have
-        chance = share**streak * (start + 1)
+        chance = _streak_chance(seen, start, streak) * (start + 1)
         if chance <= p["flatline_chance"]:
             level[i] = 3
             facts[i] = {"key": key, "value": r(float(v[i])), "points": streak,
@@ -306,6 +308,19 @@ def _flatline(key: str, s: np.ndarray, v: np.ndarray, p: Params,
         return {"flatline": facts[i]} if i in facts else {}
 
     return s, level, evidence, False
+
+
+def _streak_chance(k: int, n: int, length: int) -> float:
+    """The chance of `length` more points at a value seen k times in n earlier points: the
+    posterior predictive E[f^length] of its share f, under Jeffreys' prior (f ~ Beta(k + ½,
+    n − k + ½)). The plug-in estimate raised to the length, ((k + 1) / (n + 2))^length, ignores
+    how little a short history says about f: it paged critical on a 4-completion run's four
+    zero-reward steps after one zero in 24 (1 in 1,100 by the estimate, 1 in 330 here; a
+    fifth zero would page). Jeffreys' rather than a uniform prior: with no earlier point at
+    the value (a fall to an exact zero never seen before) the uniform prior needs a seventh
+    point where Jeffreys' needs six (tests/diagnostics/test_rules.py)."""
+    a, b = k + 0.5, n - k + 0.5
+    return math.exp(betaln(a + length, b) - betaln(a, b))
 
 
 def _drift(key: str, s: np.ndarray, v: np.ndarray, p: Params, kept: dict | None = None,

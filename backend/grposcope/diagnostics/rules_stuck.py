@@ -109,4 +109,11 @@ def _kl_still(
     ks, kv = got
     kl_kept = scope(data.memo, ("kl", kl_key), ks, kv)  # earlier refits' medians (memo.py)
     kl = level_at(ks, trailing_median(np.abs(kv), points(p["smooth_window"], ks), kl_kept), s)
-    return kl, (s >= ks[0]) & (kl < p["kl_floor"])
+    # A KL logged as exactly 0 at every point so far was not computed (β = 0: some TRL versions
+    # and DAPO-style configs log 0.0 instead of nothing), so it says nothing about whether the
+    # policy moves: a DAPO run whose responses halved in length and whose groups stopped
+    # varying read "the policy has barely moved (kl median 0)" (harvest3, 2026-12-05). A
+    # policy that cannot change (weights frozen, adapters not attached) logs exact zeros too,
+    # and a grad_norm of exactly 0, which `frozen` sees.
+    measured = level_at(ks, np.logical_or.accumulate(kv != 0).astype(float), s) > 0
+    return kl, (s >= ks[0]) & measured & (kl < p["kl_floor"])
