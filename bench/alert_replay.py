@@ -14,8 +14,9 @@ after it (in run-σ), alerts per 200 steps on the runs that did not fail, and ev
 warning and first critical (for a folder of runs this corpus does not label).
 
 Runs this corpus does not list count as healthy unless their folder has a labels.csv
-(`corpus.read_labels`): `run,label,kind,fail_step`, e.g. `myrun,failing,collapse,120` or
-`other,not_learning,,`. Label a held-out set that way and its failing runs are scored as such.
+(`corpus.read_labels`): `run,label,kind,fail_step[,reward_key]`, e.g.
+`myrun,failing,collapse,120` or `other,not_learning,,`. Label a held-out set that way and its
+failing runs are scored as such.
 
     python bench/alert_replay.py --log-every 10 FOLDER...
 

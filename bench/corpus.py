@@ -112,7 +112,7 @@ def load_runs(folders: list[Path]) -> list[Run]:
             except (LogFormatError, OSError, UnicodeDecodeError) as exc:
                 print(f"skipped {path.name}: {exc}", file=sys.stderr)
                 continue
-            key = guess_reward_key(list(series))
+            key = _reward_key(path, series)
             if key is None:
                 print(f"skipped {path.name}: no reward series among {sorted(series)[:10]}",
                       file=sys.stderr)  # fmt: skip
@@ -128,6 +128,17 @@ def load_runs(folders: list[Path]) -> list[Run]:
                 name = path.name
             runs.append(Run(name, family_of(name), key, steps[ok], values[ok], series))
     return runs
+
+
+def _reward_key(path: Path, series: dict) -> str | None:
+    """The folder's labels.csv `reward_key` for this log where it names one, else the key
+    table's guess (`grposcope import --metric` is the same choice for a user)."""
+    named = _FILE_KEYS.get(path.stem if path.is_file() else path.name)
+    if named is None:
+        return guess_reward_key(list(series))
+    if named not in series:
+        raise LabelsError(f"{path.name}: labels.csv names reward_key {named!r}, not in the log")
+    return named
 
 
 def logged_every(run: Run, k: int) -> Run:
@@ -195,6 +206,7 @@ LABELS = ("healthy", "not_learning", "failing")
 FAILURE_KINDS = ("collapse", "degradation", "other")
 # What folders' labels.csv files say (`read_labels`), by run name: (label, failure or None).
 _FILE_LABELS: dict[str, tuple[str, tuple[int, str] | None]] = {}
+_FILE_KEYS: dict[str, str] = {}  # run name → its reward key, where labels.csv names one
 
 
 class LabelsError(ValueError):
@@ -206,7 +218,8 @@ def read_labels(folder: Path) -> int:
     """Take the labels of `folder`'s runs from its labels.csv, when it has one: columns `run`
     (the log's name without suffix), `label` (healthy | not_learning | failing) and, for a
     failing run, `kind` (collapse | degradation | other) and `fail_step` (the first step of
-    the fall; required for collapse and degradation). So runs this module does not list — a
+    the fall; required for collapse and degradation), and optionally `reward_key` (the series to
+    score, where the key table would guess another). So runs this module does not list — a
     team's own, a reviewer's held-out set — are scored under their real labels instead of
     counting as healthy. Returns how many rows were read."""
     path = folder / LABELS_FILE
@@ -219,6 +232,8 @@ def read_labels(folder: Path) -> int:
         if not name or lab not in LABELS:
             raise LabelsError(f"{path}:{line}: needs a run and a label in {LABELS}, got {row}")
         _FILE_LABELS[name] = (lab, _failure_of(path, line, row) if lab == "failing" else None)
+        if (row.get("reward_key") or "").strip():
+            _FILE_KEYS[name] = row["reward_key"].strip()
     return len(rows)
 
 

@@ -121,3 +121,13 @@ def test_every_real_run_imports_and_its_series_are_recognised(real_logs: Path) -
             if logged and found is None:
                 unrecognised.append(f"{path.name}: {role} (logged as {logged})")
     assert not unrecognised, "not recognised by the key table:\n" + "\n".join(unrecognised)
+
+
+def test_the_fallback_reward_is_the_mean_and_never_a_failure_rate() -> None:
+    """A Tinker reward-hacking loop logs `reward/f` (held-out correctness), `reward/g` and
+    `reward/mean` (what it trains on): the first by name was the wrong one. A failure rate
+    names a reward too, and is none."""
+    assert series_roles.reward_key(["reward/f", "reward/g", "reward/mean"]) == "reward/mean"
+    keys = ["reward/checker_failure_rate", "reward/judge_error_share", "reward/hard_pass_rate"]
+    assert series_roles.reward_key(keys) == "reward/hard_pass_rate"
+    assert series_roles.reward_key(["my_reward", "reward_fn_seconds"]) == "my_reward"

@@ -16,6 +16,7 @@ Pure Python, no I/O: the diagnostics (which sit just above the numerical core) i
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -168,7 +169,7 @@ TABLE: tuple[Framework, ...] = (
 # `my_reward` still fits, and its `reward_fn_seconds` is not taken for it).
 _NOT_A_REWARD = ("std", "eval", "val", "test", "rewards/", "/min", "/max", "frac", "_min", "_max",
                  "loss", "time", "timing", "second", "duration", "latency", "throughput",
-                 "count")  # fmt: skip
+                 "count", "fail", "error")  # fmt: skip
 _UNIT_SUFFIXES = ("_s", "_ms", "_sec", "_secs")
 # Then, when no key names a reward: a success measure (a hand-written loop logging only its
 # `accuracy` is being trained on it), with the same exclusions.
@@ -199,10 +200,18 @@ def reward_key(keys: Iterable[str]) -> str | None:
     if found is not None:
         return found
     for names in (("reward",), _REWARD_LIKE):
-        for key in sorted(present):
-            if _names_one_of(key.lower(), names):
-                return key
+        hits = [key for key in sorted(present) if _names_one_of(key.lower(), names)]
+        if hits:
+            return min(hits, key=_not_a_mean)
     return None
+
+
+def _not_a_mean(key: str) -> bool:
+    """False for a key whose last part is the batch mean (`reward/mean`, `reward_mean`): a
+    loop logging `reward/f`, `reward/g`, `reward/mean` trains on the mean (a Tinker
+    reward-hacking study, 2026-12-05: `reward/f`, first by name, was its held-out
+    correctness, flat at 0 while the trained reward rose 0.2 → 0.7)."""
+    return re.split(r"[/_.]", key.lower())[-1] not in ("mean", "avg", "average")
 
 
 def _names_one_of(low: str, names: tuple[str, ...]) -> bool:

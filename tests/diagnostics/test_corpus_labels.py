@@ -48,3 +48,19 @@ def test_a_label_that_cannot_be_used_is_refused(tmp_path: Path, rows: str) -> No
     (tmp_path / "labels.csv").write_text(rows)
     with pytest.raises(corpus.LabelsError, match="labels.csv:2"):
         corpus.read_labels(tmp_path)
+
+
+def test_labels_file_can_name_the_reward_series(tmp_path: Path) -> None:
+    (corpus,) = load("corpus")
+    rng = np.random.default_rng(1)
+    rows = ["step,reward/failure_rate,reward/picked", *(f"{i},{rng.random():.4f},{i / 60:.4f}"
+                                                       for i in range(1, 61))]  # fmt: skip
+    (tmp_path / "zz2_run.csv").write_text("\n".join(rows) + "\n")
+    (tmp_path / "labels.csv").write_text("run,label,kind,fail_step,reward_key\n"
+                                         "zz2_run,healthy,,,reward/picked\n")  # fmt: skip
+    (run,) = corpus.load_runs([tmp_path])
+    assert run.key == "reward/picked" and run.values[-1] == 1.0
+    (tmp_path / "labels.csv").write_text("run,label,kind,fail_step,reward_key\n"
+                                         "zz2_run,healthy,,,reward/absent\n")  # fmt: skip
+    with pytest.raises(corpus.LabelsError, match="reward/absent"):
+        corpus.load_runs([tmp_path])

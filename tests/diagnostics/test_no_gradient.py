@@ -42,6 +42,24 @@ def test_zero_gradients_at_a_solved_ceiling_or_in_short_streaks_are_not_a_collap
     assert _judge("dynamical_instability", rising, short).severity != "critical"
 
 
+def test_zero_steps_as_common_as_this_runs_own_are_not_a_collapse() -> None:
+    """One prompt × 8 completions a step, all alike on ~60 % of the steps: grad_norm is 0
+    there, and ten zero steps in a row with a low reward happen by chance (a 2,400-step run
+    that never learns paged critical twice). A first streak in a run that never logged a 0
+    still pages (the killed policy above), and so does a streak far beyond the share."""
+    rng = np.random.default_rng(4)
+    alike = rng.random(S.size) < 0.6
+    grad = np.where(alike, 0.0, 1.0 + rng.random(S.size))
+    reward = np.where(alike, rng.choice([0.0, 2.0], S.size), 1.0 + rng.normal(0, 0.3, S.size))
+    grad[80:90] = 0.0  # ten in a row, with a low reward (not one repeated value: no flat line)
+    reward[80:90] = [0.0, 0.5, 0.0, 0.5, 0.5, 0.0, 0.5, 0.0, 0.0, 0.5]
+    quiet = _judge("dynamical_instability", reward, grad)
+    assert not [e for e in quiet.episodes if e.severity == "critical"], quiet.episodes
+    grad[80:], reward[80:] = 0.0, 0.0  # dead from step 81: 70 zeros at a 0.6 share
+    out = _judge("dynamical_instability", reward, grad)
+    assert out.severity == "critical" and "no_gradient" in out.evidence
+
+
 def test_a_reward_that_never_varies_reads_not_learning_without_a_kl_series() -> None:
     out = _judge("plateau_reached", np.ones(S.size), np.zeros(S.size))
     assert out.severity == "warning"

@@ -812,6 +812,18 @@ def test_a_precursor_opens_at_the_step_its_trailing_median_crosses():
     assert out.episodes[0].opened_step == 13
 
 
+def test_a_near_deterministic_policy_tripling_its_entropy_is_no_explosion():
+    """0.03 → 0.09 nats a token is 3× its start and still near-deterministic (an SFT'd LoRA
+    policy, 41 warnings over 2,400 steps); 0.3 → 1.2 is an explosion (entropy_floor 1)."""
+    s = np.arange(1, 41)
+    flat = (s, np.full(s.size, 0.3))
+    low = RunData({"reward": flat, "entropy": (s, np.where(s < 12, 0.03, 0.09))}, "reward")
+    assert not evaluate("dynamical_instability", low, defaults("dynamical_instability")).episodes
+    high = RunData({"reward": flat, "entropy": (s, np.where(s < 12, 0.3, 1.2))}, "reward")
+    out = evaluate("dynamical_instability", high, defaults("dynamical_instability"))
+    assert out.episodes[0].opened_step == 13
+
+
 def test_hysteresis_resolve_hold_grows_with_the_run():
     """resolve_share: a clear streak must last that share of the run so far (from the first
     checkpoint to the last one where the condition held), if longer than resolve_window."""

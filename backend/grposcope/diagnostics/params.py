@@ -91,6 +91,7 @@ RULES: dict[str, dict[str, Param]] = {
         "drift_noise": Param(1.0, 0.0, 100.0, "loss over the drift window, in noise σ"),
         "precursor_points": Param(3, 1, 1000, "points in the precursors' trailing median", True),
         "entropy_growth": Param(3.0, 1.1, 1e6, "entropy over its start level that warns"),
+        "entropy_floor": Param(1.0, 0.0, 1e6, "entropy (nats/token) an explosion must also reach"),
         "length_floor": Param(24.0, 1.0, 1e6, "response length (tokens) at or below which warns"),
         **_windows(5, 20),
     },

@@ -21,7 +21,7 @@ forms measure a fall against the reward's own recent level and its own step nois
 - **flat line at the floor** (critical): the reward (or a component) has repeated one value,
   at or below every earlier value and below their median, for so many points in a row that its
   own history makes the streak implausible as noise: with that value seen in a share f of the
-  earlier points, E[f^L] over f's posterior (`_streak_chance`) ≤ ``flatline_chance``, counted
+  earlier points, E[f^L] over f's posterior (`signal.streak_chance`) ≤ ``flatline_chance``, counted
   over the places the streak could start. Every group then scores the same, so the policy gets
   no gradient: a run that fell to exactly zero stays there (the
   off-policy sweep's 16-epoch run, whose fall is only ~0.05 against a noisy start, so no
@@ -40,12 +40,11 @@ import functools
 import math
 
 import numpy as np
-from scipy.special import betaln
 from scipy.stats import t as student_t
 
 from grposcope.diagnostics.data import RunData, component_keys
 from grposcope.diagnostics.memo import scope
-from grposcope.diagnostics.signal import noise_sd, r
+from grposcope.diagnostics.signal import noise_sd, r, streak_chance
 from grposcope.diagnostics.types import Sub
 from grposcope.dynamics.smoothing import step_spacing
 
@@ -295,7 +294,7 @@ def _flatline(key: str, s: np.ndarray, v: np.ndarray, p: Params,
         if v[i] >= median:
             continue
         # the chance of such a streak starting at any of the start + 1 places it could have
-        chance = _streak_chance(seen, start, streak) * (start + 1)
+        chance = streak_chance(seen, start, streak) * (start + 1)
         if chance <= p["flatline_chance"]:
             level[i] = 3
             facts[i] = {"key": key, "value": r(float(v[i])), "points": streak,
@@ -308,19 +307,6 @@ def _flatline(key: str, s: np.ndarray, v: np.ndarray, p: Params,
         return {"flatline": facts[i]} if i in facts else {}
 
     return s, level, evidence, False
-
-
-def _streak_chance(k: int, n: int, length: int) -> float:
-    """The chance of `length` more points at a value seen k times in n earlier points: the
-    posterior predictive E[f^length] of its share f, under Jeffreys' prior (f ~ Beta(k + ½,
-    n − k + ½)). The plug-in estimate raised to the length, ((k + 1) / (n + 2))^length, ignores
-    how little a short history says about f: it paged critical on a 4-completion run's four
-    zero-reward steps after one zero in 24 (1 in 1,100 by the estimate, 1 in 330 here; a
-    fifth zero would page). Jeffreys' rather than a uniform prior: with no earlier point at
-    the value (a fall to an exact zero never seen before) the uniform prior needs a seventh
-    point where Jeffreys' needs six (tests/diagnostics/test_rules.py)."""
-    a, b = k + 0.5, n - k + 0.5
-    return math.exp(betaln(a + length, b) - betaln(a, b))
 
 
 def _drift(key: str, s: np.ndarray, v: np.ndarray, p: Params, kept: dict | None = None,

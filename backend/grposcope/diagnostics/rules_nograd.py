@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from grposcope.diagnostics.data import GRAD_NORM_KEYS, RunData, first_key
-from grposcope.diagnostics.signal import r
+from grposcope.diagnostics.signal import r, streak_chance
 from grposcope.diagnostics.types import Sub
 
 Params = dict[str, float]
@@ -67,7 +67,7 @@ def no_gradient(data: RunData, p: Params) -> Sub | None:
     during = (sums[hi] - sums[lo]) / np.maximum(hi - lo, 1)
     medians = {int(k): float(np.median(rv[:k])) for k in np.unique(lo) if k > 0}
     before = np.array([medians.get(int(k), np.nan) for k in lo])
-    hit = (lo > 0) & (hi > lo) & (during < before)
+    hit = (lo > 0) & (hi > lo) & (during < before) & _unlikely(g, start[idx], length[idx], p)
     level[idx[hit]] = 3
 
     def evidence(i: int) -> dict:
@@ -79,6 +79,21 @@ def no_gradient(data: RunData, p: Params) -> Sub | None:
                                 "reward_median_before": r(float(before[j]))}}  # fmt: skip
 
     return s, level, evidence, False
+
+
+def _unlikely(g: np.ndarray, starts: np.ndarray, lengths: np.ndarray, p: Params) -> np.ndarray:
+    """Whether each zero streak is too long for the run's own share of zero steps before it,
+    as the flat line judges a repeated reward (`signal.streak_chance` × the places it could
+    start ≤ ``flatline_chance``). A run that never logged a 0 before has no such share: any
+    streak of ``zero_grad_points`` is new. One prompt × 8 completions a step, all alike on
+    59 % of the steps, has streaks of 10 zeros by chance: a 2,400-step run that never learns
+    paged critical twice (harvest3, 2026-12-05)."""
+    zeros_before = np.concatenate([[0], np.cumsum(g == 0)])[starts]
+    out = np.ones(starts.size, dtype=bool)
+    for j in np.flatnonzero(zeros_before > 0):
+        k, n = int(zeros_before[j]), int(starts[j])
+        out[j] = streak_chance(k, n, int(lengths[j])) * (n + 1) <= p["flatline_chance"]
+    return out
 
 
 # The fewest grad_norm points in a row at exactly 0 that read as a frozen policy, whatever

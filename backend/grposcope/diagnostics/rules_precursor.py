@@ -6,8 +6,9 @@ itself in what the policy writes (docs/alerts.md has the off-policy sweep it was
 
 - **entropy explosion**: the trailing median of the last ``precursor_points`` entropy points
   reaches ``entropy_growth`` × its level at the start of the run (the median of its first
-  points). Entropy *falling* is what healthy GRPO runs do (the sweep's healthy runs fall from
-  0.9 to 0.03), so a fall is left to policy_concentration, which pairs it with the reward.
+  points) and ``entropy_floor`` nats a token. Entropy *falling* is what healthy GRPO runs do
+  (the sweep's healthy runs fall from 0.9 to 0.03), so a fall is left to
+  policy_concentration, which pairs it with the reward.
 - **response-length collapse**: the trailing median length falls to ``length_floor`` tokens or
   fewer and to at most half its start: the policy answers with a handful of tokens.
 
@@ -55,7 +56,14 @@ def _entropy_explosion(data: RunData, p: Params) -> Sub | None:
     if start <= 0:
         return None
     ratio = recent / start
-    level = np.where(np.nan_to_num(ratio) >= p["entropy_growth"], 2, 0).astype(np.int8)
+    # ...and to a level that is no longer near-deterministic: an SFT'd LoRA policy at 0.03 nats
+    # a token that drifted to 0.09 is "3× its start" and warned 41 times over a 2,400-step run
+    # (harvest3, 2026-12-05); an exploding policy reaches several nats (the 16-epoch run 5–7),
+    # and no run that did not fail, in the corpus or the unseen sets, went past 1.7.
+    grown = (np.nan_to_num(ratio) >= p["entropy_growth"]) & (
+        np.nan_to_num(recent) >= p["entropy_floor"]
+    )
+    level = np.where(grown, 2, 0).astype(np.int8)
 
     def evidence(i: int) -> dict:
         return {"precursor": "entropy_explosion", "entropy_key": key,
