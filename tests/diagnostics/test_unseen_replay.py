@@ -1,48 +1,64 @@
-"""The alert targets on runs the rules were not developed on (../shared/data/harvest and
-harvest2, collected 2026-12-04; docs/alerts.md "Runs nobody tuned on"). Runs when they are
-there. The collapse rule's sustained-window change was made for one of these runs, so this
-holds that rule to it; the other targets are as measured, not tuned."""
+"""The alert targets on runs the rules were not developed on: every log folder under
+../shared/data/harvest*/ (collected 2026-12-04 and 2026-12-05; docs/alerts.md "Runs nobody tuned
+on"), labelled by `bench/corpus.py` or by the folder's labels.csv. Runs when they are there.
+Some rules were changed for runs of these sets (the docs name each change and its run), so
+those rules are held to them; the other targets are as measured, not tuned."""
 
 from __future__ import annotations
 
 import warnings
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.fixtures.bench_modules import load
 
+# A collapse must page within this many logged points of its first step, where the run had
+# at least a reference window of points before it (a fall from step 1 has no level to fall from).
+PAGE_WITHIN = 5
+MIN_POINTS_BEFORE = 20
 
-def _replayed(shared_data: Path, *folders: str) -> list[dict]:
-    paths = [shared_data / f for f in folders]
-    if not all(p.is_dir() for p in paths):
-        pytest.skip(f"unseen runs not found at {paths[0]} (../shared/data/harvest*)")
+
+@pytest.fixture(scope="module")
+def replayed(shared_data: Path) -> list[dict]:
     replay_mod, corpus = load("alert_replay", "corpus")
+    roots = sorted(p for p in shared_data.glob("harvest*") if p.is_dir())
+    folders = [f for root in roots for f in (root, *sorted(d for d in root.iterdir() if d.is_dir()))
+               if corpus.log_paths(f)]  # fmt: skip
+    if not folders:
+        pytest.skip(f"no unseen runs under {shared_data}/harvest*")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return [replay_mod.replay(run) for run in corpus.load_runs(paths)]
+        return [replay_mod.replay(run) for run in corpus.load_runs(folders)]
 
 
-def test_the_unseen_runs_that_did_not_fail_get_no_critical(shared_data: Path) -> None:
+def test_the_unseen_runs_that_did_not_fail_get_no_critical(replayed) -> None:
     _, corpus = load("alert_replay", "corpus")
-    replayed = _replayed(shared_data, "harvest", "harvest/tonywang_ablation_extra")
-    assert len(replayed) >= 20
     quiet = [r for r in replayed if corpus.label(r["run"].name) != "failing"]
+    assert quiet
     crit = [(r["run"].name, e[0], e[1]) for r in quiet for e in r["episodes"] if e[2] == "critical"]
-    assert crit == []  # before 2026-12-04: the countdown loop's one low window at step 124
+    # before 2026-12-04: a countdown loop's one low window at step 124; before 2026-12-05: four
+    # zero steps of a 4-completion run (flat line), chance streaks of zero grad_norm (2,400 steps)
+    assert crit == []
     steps = sum(float(r["run"].steps[-1] - r["run"].steps[0] + 1) for r in quiet)
     warns = sum(e[2] == "warning" for r in quiet for e in r["episodes"])
     assert 200 * warns / steps <= 1.0
 
 
-def test_the_unseen_collapses_page_critical_within_five_points(shared_data: Path) -> None:
+def test_the_unseen_collapses_page_critical_and_every_fall_is_flagged(replayed) -> None:
     _, corpus = load("alert_replay", "corpus")
-    replayed = _replayed(shared_data, "harvest2")
-    collapses = [r for r in replayed if (corpus.failure(r["run"].name) or (0, ""))[1] == "collapse"]
-    assert collapses
-    for res in collapses:
-        start = corpus.failure(res["run"].name)[0]
-        assert res["critical"] is not None and res["critical"] <= start + 5, res["run"].name
-    for res in replayed:
-        if corpus.label(res["run"].name) == "failing":
-            assert res["episodes"], f"{res['run'].name} raised nothing"
+    falls = [(r, corpus.failure(r["run"].name)) for r in replayed]
+    falls = [(r, f) for r, f in falls if f is not None]
+    if not falls:
+        pytest.skip("no run labelled as collapsing or degrading among the unseen runs")
+    for res, (step, kind) in falls:
+        run = res["run"]
+        assert res["episodes"], f"{run.name} raised nothing"
+        if kind != "collapse":
+            continue
+        assert res["critical"] is not None, run.name
+        at = int(np.searchsorted(run.steps, step))
+        if at >= MIN_POINTS_BEFORE:
+            deadline = run.steps[min(at + PAGE_WITHIN, run.steps.size - 1)]
+            assert res["critical"] <= deadline, (run.name, res["critical"], deadline)
