@@ -38,6 +38,22 @@ def test_advantage_degeneracy_from_a_whole_batch_spread_says_so() -> None:
     assert "lower bound" in out.message and "prediction" not in out.message
 
 
+def test_advantage_degeneracy_from_the_batch_extremes_of_a_verl_log() -> None:
+    """verl logs the score's batch mean, max and min, no spread: max == min is a batch that
+    scored alike (a run whose every answer scored −1 from step 11 raised nothing before)."""
+    score = np.where(S < 11, -0.8, -1.0)
+    spread = np.where(S < 11, 0.9, 0.0)
+    series = {"critic/score/mean": (S, score), "critic/score/max": (S, score + spread),
+              "critic/score/min": (S, np.where(S < 11, -1.0, -1.0))}  # fmt: skip
+    out = evaluate("advantage_degeneracy", RunData(series, "critic/score/mean"),
+                   defaults("advantage_degeneracy"))  # fmt: skip
+    assert out.severity == "critical"
+    assert out.message.startswith("most groups got identical rewards")
+    assert "critic/score/max == critic/score/min on 100% of the points over steps 81–100" in (
+        out.message
+    )
+
+
 def test_policy_concentration_states_the_entropy_and_reward_it_moved_between() -> None:
     s = np.arange(1, 201)
     v = 0.8 - 0.7 * np.exp(-0.04 * s) + np.random.default_rng(1).normal(0, 0.02, s.size)

@@ -297,6 +297,11 @@ def _zero_std(e: Mapping[str, Any]) -> str:
     if " == 0" in source:  # a whole-batch spread: a lower bound on the share of groups
         text = (f"{source.split(' == 0')[0]} was 0 on {_pct(share)} of the points over {span}: "
                 "the whole batch scored alike (a lower bound on the share of groups)")  # fmt: skip
+    elif source.endswith("(whole batch)"):  # the batch's max equal to its min (verl)
+        text = (
+            f"{source.removesuffix(' (whole batch)')} on {_pct(share)} of the points over "
+            f"{span}: the whole batch scored alike (a lower bound on the share of groups)"
+        )
     else:
         text = f"{_pct(share)} of groups had zero reward spread over {span} (mean of {source})"
     if e.get("iid_prediction") is not None and e.get("excess") is not None:
