@@ -617,6 +617,20 @@ def test_a_kl_logged_as_exact_zeros_is_no_evidence_that_the_policy_is_still():
     assert out.status == "firing" and out.message.startswith("not learning")
 
 
+def test_no_learning_holds_off_while_the_whole_run_climbs_significantly():
+    """A slow climb (0.1 over 150 steps under a per-step noise of 0.1) never passes the
+    trailing-mean gain bar, but its least-squares slope over every point is > 3 s.e. by the
+    end: "no significant reward gain" would be false there (a real ROLL run, slope t 3.6)."""
+    run = _stuck_run(1e-4, rise=0.1, n=150, seed=11)
+    out = evaluate("plateau_reached", run, defaults("plateau_reached"))
+    assert out.status == "ok" and out.episodes and out.episodes[-1].resolved_step is not None
+    s, v = run.series["reward"]
+    x = s - s.mean()
+    b = x @ (v - v.mean()) / (x @ x)
+    res = v - v.mean() - b * x
+    assert b / np.sqrt(res @ res / (s.size - 2) / (x @ x)) >= 3  # the claim it would have made
+
+
 def test_collapse_with_no_prior_gain_is_critical_within_five_points():
     """The issue's missed case: 0.9 → 0.1 within a few steps, never having gained anything."""
     rng = np.random.default_rng(3)

@@ -21,7 +21,14 @@ from grposcope.diagnostics.data import KL_KEYS, REWARD_STD_KEYS, ZERO_STD_KEYS, 
 from grposcope.diagnostics.memo import scope
 from grposcope.diagnostics.rules_fall import reward_fall_arrays
 from grposcope.diagnostics.rules_nograd import FROZEN_MIN_POINTS, frozen
-from grposcope.diagnostics.signal import first_value_held, level_at, points, r, trailing_median
+from grposcope.diagnostics.signal import (
+    first_value_held,
+    level_at,
+    points,
+    r,
+    trailing_median,
+    window_trends,
+)
 from grposcope.diagnostics.types import Sub
 
 Params = dict[str, float]
@@ -57,13 +64,23 @@ def no_learning(data: RunData, p: Params) -> Sub | None:
     # A run whose gain was once beyond its bar has learned: a collapse later widens the bar
     # (its fall reads as noise) and made a run that rose 0.28 → 0.9 "not learning" after the
     # fact (a tester's live TRL run logged every 5 steps). The form is for runs that never did.
-    gained = np.logical_or.accumulate((np.arange(s.size) >= w - 1) & (f["gain"] > f["bar"]))
-    flat = (np.arange(s.size) >= w - 1) & ~gained
+    # ...or whose least-squares slope over every point so far was positive beyond the same
+    # number of standard errors: a slow steady climb under a noisy reward is a gain no
+    # trailing-mean difference sees (a ROLL run rising 0.35 → 0.45 over 430 steps, slope t 3.6
+    # at step 101, read "no significant reward gain in 136 steps", harvest3, 2026-12-05).
+    idx = np.arange(s.size)
+    slope, se = window_trends(s, v, idx, idx + 1)
+    slope_t = np.where(np.isfinite(se) & (se > 0), slope / np.where(se > 0, se, 1.0), 0.0)
+    # Judged now, not once: over a handful of early points a slope passes 3 s.e. by chance.
+    climbing = (idx >= w - 1) & (slope_t >= p["min_gain_sigmas"])
+    gained = np.logical_or.accumulate((idx >= w - 1) & (f["gain"] > f["bar"]))
+    flat = (idx >= w - 1) & ~gained & ~climbing
     level = np.where(old_enough & flat & (still | grad_frozen | constant), 2, 0).astype(np.int8)
 
     def evidence(i: int) -> dict:
         out = {"reward_start": r(f["start"]), "reward_best": r(f["peak"][i]),
                "gain_needed": r(f["bar"][i]), "steps_without_gain": int(s[i] - s[0]),
+               "slope_t": r(float(slope_t[i]), 2),
                "step_window": [int(s[0]), int(s[i])]}  # fmt: skip
         if kl_key is not None:
             out.update(kl_key=kl_key, kl_median=r(kl[i], 6), kl_floor=p["kl_floor"])
