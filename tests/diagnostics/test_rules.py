@@ -769,6 +769,31 @@ def test_a_reward_stuck_at_its_floor_is_a_critical_flatline_within_six_points():
     assert "exactly 0.0" in out.message and out.evidence["flatline"]["since_step"] == 9
 
 
+def test_a_flat_line_under_an_open_precursor_pages_sooner():
+    """The 16-epoch off-policy run: a 2–8 % success rate with one 0 among its first 8 points,
+    exactly 0 from step 9; its entropy exploded (0.9 → 5) at step 6. Alone, six zeros after
+    one zero in 8 points are not implausible enough to page; with the precursor open they are
+    the collapse it announced (precursor_odds)."""
+    s = np.arange(1, 41)
+    v = np.array([0.016, 0.074, 0.078, 0.039, 0.012, 0.012, 0.0, 0.012] + [0.0] * 32)
+    entropy = np.where(s < 6, 0.9, 5.0)
+    params = defaults("dynamical_instability")
+    with_precursor = RunData({"reward": (s, v), "entropy": (s, entropy)}, "reward")
+    out = evaluate("dynamical_instability", with_precursor, params)
+    crit = [e for e in out.episodes if e.severity == "critical"]
+    assert crit and crit[0].evidence["flatline"]["precursor_open"] is True
+    assert _first_critical(with_precursor, params) <= 14
+    assert _first_critical(RunData({"reward": (s, v)}, "reward"), params) > 14
+
+
+def _first_critical(data: RunData, params: dict) -> int:
+    """The first step where dynamical_instability's condition is critical (its raw trace)."""
+    from grposcope.diagnostics.rules_stability import dynamical_instability
+
+    trace = dynamical_instability(data, params)
+    return int(trace.steps[np.flatnonzero(trace.level == 3)[0]])
+
+
 def test_a_coarse_healthy_reward_repeating_its_floor_is_not_a_flatline():
     """G = 2 on one prompt: rewards 0, 0.5, 1 with 0 a third of the time — streaks of zeros
     are ordinary there, and the chance bound scales with how often 0 was seen before."""

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 
 import numpy as np
 from scipy.stats import t as student_t
@@ -60,12 +61,17 @@ _DRIFT_CHECKS = 400
 _DRIFT_DIVISORS = (3, 2, 1)
 
 
-def reward_drops(data: RunData, p: Params) -> list[Sub]:
+Degenerating = Callable[[np.ndarray], np.ndarray]
+
+
+def reward_drops(data: RunData, p: Params, degenerating: Degenerating | None = None) -> list[Sub]:
     """The collapse and degradation subs of the reward, and the degradation of each component.
 
     A component's collapse is not judged: per-function rewards of one prompt × G completions
     are coarse and heavy-tailed, and judging each at the reward's bar gave critical alerts on
     23 of 38 healthy real runs (bench/alert_replay.py); their slow drifts are still warned on.
+    ``degenerating``: at given steps, whether a precursor says the policy is degenerating
+    there (the flat line is then judged at ``precursor_odds`` × its chance threshold).
     """
     if data.reward_key is None:
         return []
@@ -79,7 +85,9 @@ def reward_drops(data: RunData, p: Params) -> list[Sub]:
         kept = scope(data.memo, ("drops", key), s, v)
         collapse = _collapse(key, s, v, p, kept) if key == data.reward_key else None
         scale = total if key != data.reward_key else None
-        subs = (collapse, _flatline(key, s, v, p, kept), _drift(key, s, v, p, kept, scale))
+        relaxed = degenerating(s) if degenerating is not None else None
+        flat = _flatline(key, s, v, p, kept, relaxed)
+        subs = (collapse, flat, _drift(key, s, v, p, kept, scale))
         out.extend(sub for sub in subs if sub)
     return out
 
@@ -260,19 +268,26 @@ def _held(hit: np.ndarray, now: np.ndarray, bar: np.ndarray,
     return out
 
 
-def _flatline(key: str, s: np.ndarray, v: np.ndarray, p: Params,
-              kept: dict | None = None) -> Sub | None:  # fmt: skip
+def _flatline(key: str, s: np.ndarray, v: np.ndarray, p: Params, kept: dict | None = None,
+              relaxed: np.ndarray | None = None) -> Sub | None:  # fmt: skip
     """The flat-line sub; ``kept`` carries the scan of an earlier evaluation (its levels,
-    facts and the streak it ended in: index i reads points 0..i only, memo.py)."""
+    facts and the streak it ended in: index i reads points 0..i only, memo.py). ``relaxed``:
+    where a precursor is open, the chance threshold is ``precursor_odds`` times larger — a
+    policy whose entropy has exploded or whose answers shrank to a few tokens is already
+    known to degenerate, so a shorter streak at the floor is its collapse (the 16-epoch run:
+    exactly 0 from step 9, entropy 0.9 → 5 since step 6)."""
     m = int(p["drop_points"])
     if v.size < m + 3:
         return None
+    relaxed = np.zeros(v.size, dtype=bool) if relaxed is None else relaxed
     level = np.zeros(v.size, dtype=np.int8)
     facts: dict[int, dict] = {}
     start = 0  # first index of the current streak of equal values
     first = 1
-    state = ("flatline", m, p["flatline_chance"])
+    state = ("flatline", m, p["flatline_chance"], p["precursor_odds"])
     held = kept.get(state) if kept is not None else None
+    if held is not None and not np.array_equal(held[4], relaxed[: held[4].size]):
+        held = None  # a precursor's verdict at a judged step arrived late: judge again
     if held is not None and held[0] <= v.size:
         first, start = held[0], held[3]
         level[:first] = held[1]
@@ -295,13 +310,14 @@ def _flatline(key: str, s: np.ndarray, v: np.ndarray, p: Params,
             continue
         # the chance of such a streak starting at any of the start + 1 places it could have
         chance = streak_chance(seen, start, streak) * (start + 1)
-        if chance <= p["flatline_chance"]:
+        if chance <= p["flatline_chance"] * (p["precursor_odds"] if relaxed[i] else 1.0):
             level[i] = 3
             facts[i] = {"key": key, "value": r(float(v[i])), "points": streak,
                         "since_step": int(s[start]), "earlier_median": r(median),
-                        "chance": float(f"{chance:.2g}")}  # fmt: skip
+                        "chance": float(f"{chance:.2g}"),
+                        "precursor_open": bool(relaxed[i])}  # fmt: skip
     if kept is not None:
-        kept[state] = (v.size, level.copy(), dict(facts), start)
+        kept[state] = (v.size, level.copy(), dict(facts), start, relaxed.copy())
 
     def evidence(i: int) -> dict:
         return {"flatline": facts[i]} if i in facts else {}

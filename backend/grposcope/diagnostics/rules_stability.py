@@ -7,6 +7,8 @@ severe one winning, and the evidence names every sub-condition active at that st
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from grposcope.diagnostics.data import CLIP_KEYS, GRAD_NORM_KEYS, LOSS_KEYS, RunData, first_key
@@ -18,6 +20,7 @@ from grposcope.diagnostics.rules_nograd import no_gradient
 from grposcope.diagnostics.rules_overshoot import overshoot
 from grposcope.diagnostics.rules_precursor import precursors
 from grposcope.diagnostics.signal import (
+    level_at,
     points,
     r,
     trailing_mean,
@@ -29,12 +32,13 @@ Params = dict[str, float]
 
 
 def dynamical_instability(data: RunData, p: Params) -> Trace | str:
-    drops = [*reward_drops(data, p), no_gradient(data, p)]
-    early = precursors(data, p)
+    warned = [_grad_growth(data, p), _clip_ratio(data, p), *precursors(data, p)]
+    early = [w for w in warned[2:] if w is not None]
+    drops = [*reward_drops(data, p, _open_at([w for w in warned if w is not None])),
+             no_gradient(data, p)]  # fmt: skip
     subs = [
         _non_finite(data),
-        _grad_growth(data, p),
-        _clip_ratio(data, p),
+        *warned[:2],
         *early,
         *drops,
         reward_fall(data, p),
@@ -50,6 +54,20 @@ def dynamical_instability(data: RunData, p: Params) -> Trace | str:
     confirmed = [d for d in (*drops, *early) if d is not None]
     instant = tuple(s for s in subs if s[3] or any(s is d for d in confirmed))
     return merge(subs, instant_subs=instant)
+
+
+def _open_at(subs: list[Sub]) -> Callable[[np.ndarray], np.ndarray]:
+    """At given steps: whether any of the precursor ``subs`` holds there (its level at its
+    last checkpoint at or before the step; causal)."""
+
+    def at(steps: np.ndarray) -> np.ndarray:
+        out = np.zeros(steps.size, dtype=bool)
+        for sub_steps, level, _, _ in subs:
+            if sub_steps.size:
+                out |= level_at(sub_steps, level, steps) >= 2
+        return out
+
+    return at
 
 
 # Consecutive non-finite grad_norm points (with a finite loss and reward) before they count.
