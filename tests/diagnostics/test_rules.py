@@ -782,6 +782,7 @@ def test_a_flat_line_under_an_open_precursor_pages_sooner():
     out = evaluate("dynamical_instability", with_precursor, params)
     crit = [e for e in out.episodes if e.severity == "critical"]
     assert crit and crit[0].evidence["flatline"]["precursor_open"] is True
+    assert "(judged with a precursor open: precursor: entropy rose" in crit[0].message
     assert _first_critical(with_precursor, params) <= 14
     assert _first_critical(RunData({"reward": (s, v)}, "reward"), params) > 14
 

@@ -193,9 +193,11 @@ def _instability_message(evidence: Mapping[str, Any]) -> str | None:
                 "more")  # fmt: skip
     if "flatline" in evidence:
         f = evidence["flatline"]
+        early = _precursors(evidence) if f.get("precursor_open") else []
+        after = f" (judged with a precursor open: {'; '.join(early)})" if early else ""
         return (f"{f['key']} has been exactly {f['value']} for {_count(f['points'], 'point')} "
                 f"since step {f['since_step']} (below every earlier value): every group scores "
-                "the same, so there is no learning signal left")  # fmt: skip
+                f"the same, so there is no learning signal left{after}")  # fmt: skip
     if evidence.get("predicted") and "margin_exact" in evidence:
         return f"stability margin {evidence.get('margin_exact')} (exact): instability ahead"
     if evidence.get("predicted") and "supplied_curvature" in evidence:
