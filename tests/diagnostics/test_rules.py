@@ -644,6 +644,25 @@ def test_collapse_with_no_prior_gain_is_critical_within_five_points():
     assert "collapsed from" in out.message
 
 
+def test_a_small_dip_of_a_near_noiseless_series_is_no_collapse():
+    """A validation accuracy on a fixed set, every 5 steps: it rose 0.3 → 0.63 with a step
+    noise of 0.003, then dipped 0.0125 (3.7 σ). No collapse: the fall is 4 % of the range the
+    reward covered before it (drop_share 0.25). The same dip on a flat run of that noise is
+    beyond its range, and pages."""
+    rng = np.random.default_rng(9)
+    s = np.arange(5, 2005, 5)
+    rise = 0.3 + 0.33 * (1 - np.exp(-s / 400))
+    v = rise + rng.normal(0, 0.003, s.size)
+    v[300:] -= 0.0125
+    params = defaults("dynamical_instability")
+    out = evaluate("dynamical_instability", RunData({"reward": (s, v)}, "reward"), params)
+    assert not [e for e in out.episodes if e.severity == "critical"], out.episodes
+    flat = 0.63 + rng.normal(0, 0.003, s.size)
+    flat[300:] -= 0.0125
+    out = evaluate("dynamical_instability", RunData({"reward": (s, flat)}, "reward"), params)
+    assert [e for e in out.episodes if e.severity == "critical"]
+
+
 def test_a_cluster_of_the_runs_own_outliers_warns_and_new_ground_pages():
     """A kernel-writing task scores −9 to −13 for code that does not run, one batch in about
     fifteen, around a typical 3 ± 2 (unslothai's gpt-oss matmul run). Three such batches in a

@@ -80,6 +80,9 @@ RULES: dict[str, dict[str, Param]] = {
             20, 4, 100_000, "points before them: the reference level (per-step log)", True
         ),
         "drop_sigmas": Param(3.0, 0.5, 100.0, "collapse depth, in per-step noise σ (critical)"),
+        "drop_share": Param(
+            0.25, 0.0, 1.0, "collapse depth, as a share of the range the reward covered before"
+        ),
         "precursor_odds": Param(
             100.0, 1.0, 1e12, "flat-line chance threshold × this while a precursor is open"
         ),
