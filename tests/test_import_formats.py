@@ -231,3 +231,31 @@ def test_a_long_import_shows_progress_on_a_terminal_only(
     assert json.loads(out)["steps"] == 2000  # stdout untouched
     piped = cli("import", str(path), "--project", "p", "--json", env=env)
     assert piped.returncode == 0 and piped.stderr == ""
+
+
+def test_import_metric_names_the_reward_the_key_table_would_not_pick(
+    server, tmp_path: Path
+) -> None:
+    """A ROLL-style log: `reward/process_quality_mean` sorts before the trained
+    `reward/selected_mean`, so the guess is wrong; `--metric` names it, the run's config keeps
+    it, and the server reads the run through it."""
+    env, http = _client(server)
+    path = tmp_path / "roll.csv"
+    rows = ["step,reward/process_quality_mean,reward/selected_mean"]
+    rows += [f"{s},{0.5 + 0.001 * s:.4f},{0.3 + 0.002 * s:.4f}" for s in range(1, 41)]
+    path.write_text("\n".join(rows) + "\n")
+    guessed = json.loads(cli("import", str(path), "--project", "roll", "--run", "guessed",
+                             "--json", env=env).stdout)  # fmt: skip
+    assert http.get(f"/runs/{guessed['id']}").json()["reward_key"] == "reward/process_quality_mean"
+    out = cli("import", str(path), "--project", "roll-named", "--run", "named", "--metric",
+              "reward/selected_mean", "--json", env=env)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert got["roles"]["reward"] == "reward/selected_mean"
+    run = http.get(f"/runs/{got['id']}").json()
+    assert run["config"]["reward_key"] == "reward/selected_mean"
+    assert run["reward_key"] == "reward/selected_mean"
+    listed = http.get("/runs", params={"project": "roll-named"}).json()["items"]
+    assert [r["id"] for r in listed] == [got["id"]]
+    bad = cli("import", str(path), "--project", "roll", "--metric", "reward/absent", env=env)
+    assert bad.returncode != 0 and "no series 'reward/absent'" in bad.stderr

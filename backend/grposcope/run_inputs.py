@@ -39,9 +39,15 @@ def get_run(session: Session, run_id: int) -> Run:
     return run
 
 
-def pick_reward_key(keys: Any) -> str | None:
-    """The run's reward series, by the same rule ``grposcope fit`` uses for files."""
+def pick_reward_key(keys: Any, run: Run | None = None) -> str | None:
+    """The run's reward series: the one its config names (`config.reward_key`, set by
+    `grposcope import --metric` or a client's `POST /runs`) where the run logged it, else by
+    the same rule ``grposcope fit`` uses for files. The guess reads names only: a log with
+    `reward/selected_mean` beside `reward/process_quality_mean` needs to be told."""
     keys = list(keys)
+    named = (run.config or {}).get("reward_key") if run is not None else None
+    if isinstance(named, str) and named in keys:
+        return named
     return guess_reward_key(keys) if keys else None
 
 

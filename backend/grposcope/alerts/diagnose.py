@@ -37,7 +37,7 @@ def run_data(session: Session, run: Run, memo: RuleMemo | None = None,
         keys = list(runs_repo.latest_values(session, [run.id]).get(run.id, {}))
     else:
         keys = loaded.keys
-    reward = pick_reward_key(keys)
+    reward = pick_reward_key(keys, run)
     ev = eval_key(keys, reward)
     wanted = rule_keys(keys, reward, ev)
     series = loaded.subset(wanted) if loaded is not None else load_many(session, run.id, wanted)

@@ -50,6 +50,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="a JSON object (or @FILE holding one) of POST /runs hyperparameters; "
         "overrides what the log says",
     )
+    p.add_argument(
+        "--metric",
+        metavar="KEY",
+        help="the series that is the reward, where the key table would guess another "
+        "(stored as the run's config.reward_key)",
+    )
     p.add_argument("--status", default="finished", choices=("finished", "failed", "running"))
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     add_client_options(p)
@@ -58,7 +64,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     path = Path(args.path)
-    prepared = prepare(path, args.format, args.hyperparameters)
+    prepared = prepare(path, args.format, args.hyperparameters, args.metric)
     records = prepared["records"]
     client = ApiClient(args.url, args.token, timeout=120)
     body = {"project": args.project, "name": args.run or _default_name(path),
@@ -95,9 +101,12 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def prepare(path: Path, fmt: str | None, hyper_arg: str | None) -> dict[str, Any]:
+def prepare(path: Path, fmt: str | None, hyper_arg: str | None,
+            metric: str | None = None) -> dict[str, Any]:  # fmt: skip
     """Everything to send, checked as a whole (CliError on the first problem, before any
-    request): the ingest records, the hyperparameters, the config and the recognised roles."""
+    request): the ingest records, the hyperparameters, the config and the recognised roles.
+    ``metric``: the reward series, named (`--metric`), where the key table would guess
+    another; the server reads it from the run's config."""
     from grposcope import series_roles
     from grposcope_trainer.config import key_problem
     from grposcope_trainer.logs import LogFormatError, hyperparameters_arg, read_log
@@ -135,6 +144,12 @@ def prepare(path: Path, fmt: str | None, hyper_arg: str | None) -> dict[str, Any
     if data.skipped_note():  # imported without them, but said
         print(f"grposcope: {path}: {data.skipped_note()}", file=sys.stderr)
     roles = series_roles.resolve(keys)
+    if metric is not None:
+        if metric not in keys:
+            shown = ", ".join(sorted(keys)[:8]) + (" …" if len(keys) > 8 else "")
+            raise CliError(f"{path}: no series {metric!r} to take as the reward "
+                           f"({len(keys)} keys: {shown})")  # fmt: skip
+        config["reward_key"] = roles["reward"] = metric
     if "reward" not in roles:  # stored all the same (its other series are still worth having)
         print(f"grposcope: {path}: no series is recognised as the reward ({len(keys)} keys: "
               f"{', '.join(sorted(keys)[:8])}{' …' if len(keys) > 8 else ''}); the run is stored, "

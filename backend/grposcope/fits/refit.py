@@ -392,7 +392,7 @@ def refit_run(session: Session, run: Run, keys: Iterable[str], cache: WarmCache 
     Each snapshot is written by one INSERT, its payload complete (``annotate`` adds the
     caller's entries before the row is added)."""
     keys = list(keys)
-    reward = pick_reward_key(keys)
+    reward = pick_reward_key(keys, run)
     out: dict[str, FitSnapshot] = {}
     hyper = hyper_for(run)
     eval_age = EVAL_MAX_AGE_BEHIND_S if behind else 0.0

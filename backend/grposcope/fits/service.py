@@ -26,7 +26,7 @@ def _metric(session: Session, run: Run, metric: str | None) -> str:
     if metric:
         return metric
     keys = runs_repo.latest_values(session, [run.id]).get(run.id, {})
-    reward = pick_reward_key(keys)
+    reward = pick_reward_key(keys, run)
     if reward is None:
         raise FitNotFound(f"run {run.id} has no reward series yet")
     return reward

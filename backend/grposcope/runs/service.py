@@ -124,7 +124,8 @@ def list_runs(
     ids = [r.id for r in runs]
     alerts = repo.open_alert_kinds(session, ids)
     latest = repo.latest_values(session, ids)
-    rewards = {i: key for i in ids if (key := pick_reward_key(latest.get(i, {}))) is not None}
+    rewards = {r.id: key for r in runs
+               if (key := pick_reward_key(latest.get(r.id, {}), r)) is not None}  # fmt: skip
     fits = repo.latest_snapshots(session, rewards)
     items = [_summary(r, alerts.get(r.id, {}), latest.get(r.id, {}), fits.get(r.id)) for r in runs]
     return {"items": items, "total": total}
@@ -133,7 +134,7 @@ def list_runs(
 def _summary(
     run: Run, open_alerts: dict[str, int], latest: dict, fit: FitSnapshot | None
 ) -> dict[str, Any]:
-    reward_key = pick_reward_key(latest.keys())
+    reward_key = pick_reward_key(latest.keys(), run)
     values: dict[str, Any] = {}
     if reward_key is not None:
         metric = latest[reward_key]
@@ -178,7 +179,7 @@ def resolve(session: Session, ref: str | int) -> Run:
 def run_detail(session: Session, run: Run) -> dict[str, Any]:
     """The `grposcope runs show --json` shape (docs/model.md §4) plus config and keys."""
     latest = repo.latest_values(session, [run.id]).get(run.id, {})
-    reward_key = pick_reward_key(latest.keys())
+    reward_key = pick_reward_key(latest.keys(), run)
     n_steps = 0
     if reward_key is not None:
         n_steps = repo.count_steps(session, run.id, latest[reward_key].key_id)

@@ -159,7 +159,7 @@ class FitWorker:
                 return
             loaded = read_once(session, run)
             finished = run.status in ("finished", "failed")
-            reward = pick_reward_key(loaded.keys)
+            reward = pick_reward_key(loaded.keys, run)
             annotate = self._annotator(session, run, reward, finished)
             snaps = refit_run(session, run, loaded.keys, self.cache, force=finished,
                               annotate=annotate, loaded=loaded, behind=behind)  # fmt: skip
@@ -235,7 +235,7 @@ def read_once(session: Session, run: Run) -> Loaded:
     """Every series a refit reads (both fits' and the rules'), in one read: one version
     query, one key-id query and one statement for all the new tails (metrics/service.py)."""
     keys = list(runs_repo.latest_values(session, [run.id]).get(run.id, {}))
-    reward = pick_reward_key(keys)
+    reward = pick_reward_key(keys, run)
     ev = eval_key(keys, reward)
     wanted = set(rule_keys(keys, reward, ev))
     for metric in (reward, ev):
