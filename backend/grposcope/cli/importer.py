@@ -146,17 +146,22 @@ def prepare(path: Path, fmt: str | None, hyper_arg: str | None,
     roles = series_roles.resolve(keys)
     if metric is not None:
         if metric not in keys:
-            shown = ", ".join(sorted(keys)[:8]) + (" …" if len(keys) > 8 else "")
             raise CliError(f"{path}: no series {metric!r} to take as the reward "
-                           f"({len(keys)} keys: {shown})")  # fmt: skip
+                           f"({_some_keys(keys)})")  # fmt: skip
         config["reward_key"] = roles["reward"] = metric
     if "reward" not in roles:  # stored all the same (its other series are still worth having)
-        print(f"grposcope: {path}: no series is recognised as the reward ({len(keys)} keys: "
-              f"{', '.join(sorted(keys)[:8])}{' …' if len(keys) > 8 else ''}); the run is stored, "
+        print(f"grposcope: {path}: no series is recognised as the reward "
+              f"({_some_keys(keys)}); the run is stored, "
               "but nothing is fitted and the reward's rules do not run (the names grposcope "
               "recognises: docs/log-formats.md)", file=sys.stderr)  # fmt: skip
     return {"records": records, "hyperparameters": hyper, "config": config, "format": data.fmt,
             "roles": roles}  # fmt: skip
+
+
+def _some_keys(keys: Any) -> str:
+    """ "12 keys: a, b, … " — the first eight names, for a message."""
+    names = sorted(keys)
+    return f"{len(names)} keys: {', '.join(names[:8])}{' …' if len(names) > 8 else ''}"
 
 
 def _record(step: int, metrics: dict[str, float], wall_time: float | None) -> dict[str, Any]:

@@ -89,11 +89,8 @@ def _unlikely(g: np.ndarray, starts: np.ndarray, lengths: np.ndarray, p: Params)
     59 % of the steps, has streaks of 10 zeros by chance: a 2,400-step run that never learns
     paged critical twice (harvest3, 2026-12-05)."""
     zeros_before = np.concatenate([[0], np.cumsum(g == 0)])[starts]
-    out = np.ones(starts.size, dtype=bool)
-    for j in np.flatnonzero(zeros_before > 0):
-        k, n = int(zeros_before[j]), int(starts[j])
-        out[j] = streak_chance(k, n, int(lengths[j])) * (n + 1) <= p["flatline_chance"]
-    return out
+    chance = streak_chance(zeros_before, starts, lengths) * (starts + 1)
+    return (zeros_before == 0) | (chance <= p["flatline_chance"])
 
 
 # The fewest grad_norm points in a row at exactly 0 that read as a frozen policy, whatever

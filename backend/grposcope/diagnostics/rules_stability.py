@@ -32,13 +32,12 @@ Params = dict[str, float]
 
 
 def dynamical_instability(data: RunData, p: Params) -> Trace | str:
-    warned = [_grad_growth(data, p), _clip_ratio(data, p), *precursors(data, p)]
-    early = [w for w in warned[2:] if w is not None]
-    drops = [*reward_drops(data, p, _open_at([w for w in warned if w is not None])),
-             no_gradient(data, p)]  # fmt: skip
+    growth = [g for g in (_grad_growth(data, p), _clip_ratio(data, p)) if g is not None]
+    early = precursors(data, p)
+    drops = [*reward_drops(data, p, _open_at([*growth, *early])), no_gradient(data, p)]
     subs = [
         _non_finite(data),
-        *warned[:2],
+        *growth,
         *early,
         *drops,
         reward_fall(data, p),

@@ -4,7 +4,7 @@ evaluated on a prefix gives the same answer as on the whole run at that step."""
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from scipy.special import betaln
@@ -130,7 +130,7 @@ def window_trends(
     return slope, se
 
 
-def streak_chance(k: int, n: int, length: int) -> float:
+def streak_chance(k: Any, n: Any, length: Any) -> Any:
     """The chance of `length` more points at a value seen k times in n earlier points: the
     posterior predictive E[f^length] of its share f, under Jeffreys' prior (f ~ Beta(k + ½,
     n − k + ½)). The plug-in estimate raised to the length, ((k + 1) / (n + 2))^length, ignores
@@ -138,6 +138,6 @@ def streak_chance(k: int, n: int, length: int) -> float:
     zero-reward steps after one zero in 24 (1 in 1,100 by the estimate, 1 in 330 here; a
     fifth zero would page). Jeffreys' rather than a uniform prior: with no earlier point at
     the value (a fall to an exact zero never seen before) the uniform prior needs a seventh
-    point where Jeffreys' needs six (tests/diagnostics/test_rules.py)."""
-    a, b = k + 0.5, n - k + 0.5
-    return math.exp(betaln(a + length, b) - betaln(a, b))
+    point where Jeffreys' needs six (tests/diagnostics/test_rules.py). Element-wise on arrays."""
+    a, b = np.add(k, 0.5), np.subtract(n, k) + 0.5
+    return np.exp(betaln(a + length, b) - betaln(a, b))

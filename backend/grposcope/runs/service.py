@@ -127,14 +127,18 @@ def list_runs(
     rewards = {r.id: key for r in runs
                if (key := pick_reward_key(latest.get(r.id, {}), r)) is not None}  # fmt: skip
     fits = repo.latest_snapshots(session, rewards)
-    items = [_summary(r, alerts.get(r.id, {}), latest.get(r.id, {}), fits.get(r.id)) for r in runs]
+    items = [_summary(r, alerts.get(r.id, {}), latest.get(r.id, {}), fits.get(r.id),
+                      rewards.get(r.id)) for r in runs]  # fmt: skip
     return {"items": items, "total": total}
 
 
 def _summary(
-    run: Run, open_alerts: dict[str, int], latest: dict, fit: FitSnapshot | None
+    run: Run,
+    open_alerts: dict[str, int],
+    latest: dict,
+    fit: FitSnapshot | None,
+    reward_key: str | None,
 ) -> dict[str, Any]:
-    reward_key = pick_reward_key(latest.keys(), run)
     values: dict[str, Any] = {}
     if reward_key is not None:
         metric = latest[reward_key]
