@@ -142,7 +142,7 @@ def bare(case: Case, which: str) -> tuple[float, float, float]:
 
 def grposcope(case: Case, total_known: bool = True) -> tuple[float, float, float]:
     """The product's forecast; `total_known` False: as for a run whose max_steps is unknown."""
-    fit = case.fit if total_known else dataclasses.replace(case.fit, total_steps=None)
+    fit = case.fit if total_known else dataclasses.replace(case.fit, total_steps=None, skill=None)
     p = fc.predict_window(fit, *case.window)
     return p.mean, p.lo, p.hi
 
@@ -200,29 +200,24 @@ def report(all_cases: list[Case]) -> None:
 
 
 def adaptation(all_cases: list[Case]) -> None:
-    """In-run adaptation, tried: shrink the mix toward persistence by how the run's own earlier
-    forecasts (next-10 % windows already observed at this cut) scored against persistence's."""
-    by_run: dict[str, list[Case]] = defaultdict(list)
+    """In-run adaptation (`dynamics/skill.py`, shipped): the product's forecast against the same
+    mix without it (the fit's skill record left out), pooled and per cut, and how many
+    forecasts it shrank."""
+    rows: dict[str, list[tuple[float, float, float]]] = defaultdict(list)
+    shrunk = 0
     for c in all_cases:
-        by_run[c.run.name].append(c)
-    for rule in ("none", "ratio", "all-or-nothing"):
-        errors, naive = [], []
-        for cs in by_run.values():
-            for c in cs:
-                past = [p for p in cs if p.horizon == "next10" and p.b <= c.n_seen]
-                mix = sum(abs(p.preds["grposcope"][0] - p.truth) for p in past)
-                pers = sum(abs(p.preds["persistence"][0] - p.truth) for p in past)
-                shrink = 1.0
-                if past and rule == "ratio" and mix > 0:
-                    shrink = min(1.0, pers / mix)
-                elif past and rule == "all-or-nothing":
-                    shrink = float(mix <= pers)
-                level = c.fit.recent_level
-                pred = level + shrink * (c.preds["grposcope"][0] - level)
-                errors.append(abs(pred - c.truth) / c.run.sd)
-                naive.append(abs(level - c.truth) / c.run.sd)
-        print(f"in-run adaptation {rule}: median |err| {np.median(errors):.3f} "
-              f"(persistence {np.median(naive):.3f})")  # fmt: skip
+        plain = fc.predict_window(dataclasses.replace(c.fit, skill=None), *c.window)
+        shrunk += fc.shrink_of(c.fit) < 1.0
+        errors = (score(c, c.preds["grposcope"])[0], score(c, (plain.mean, plain.lo, plain.hi))[0],
+                  score(c, c.preds["persistence"])[0])  # fmt: skip
+        rows["pooled"].append(errors)
+        rows[f"cut {c.cut:.0%}"].append(errors)
+    print(f"\nIn-run adaptation: {shrunk} of {len(all_cases)} forecasts shrunk toward persistence")
+    print("| group | adapted | not adapted | persistence | adapted / persistence |")
+    print("|---|---|---|---|---|")
+    for name, group in rows.items():
+        a, u, p = np.median(np.array(group), axis=0)
+        print(f"| {name} | {a:.3f} | {u:.3f} | {p:.3f} | {a / p:.2f} |")
 
 
 STAGES = tuple(fit_priors.MIX_WEIGHTS)  # oscillator/exponential verdicts

@@ -50,10 +50,18 @@ TIPS = {
         "Continuum margin m = 1 − K·η_hb·K_ref / (1 − β1): the paper's closed-form threshold."
     ),
     "forecast": (
-        "Forecast: the recent level plus three quarters of the change the fitted curve still "
-        "predicts (less when the fit is weak). Shrinking toward what the run is doing now beat "
-        "the bare curve on real runs, and its 80 % band was calibrated there; so it can stay "
-        "below the fitted plateau, which is where the curve itself is heading."
+        "Forecast: the run's recent level plus a weighted share of what the fitted curves "
+        "still predict (weights learned on real runs nobody tuned on, smaller late in a "
+        "planned run). Leaning on what the run is doing now beat the bare curves there, and "
+        "its 80 % band was calibrated there; so it can stay below the fitted plateau, which "
+        "is where the curve itself is heading."
+    ),
+    "skill": (
+        "How this run's own forecasts have done. At every 10 % of the planned run (max_steps) "
+        "the forecast of the next 10 % is kept; once that stretch is logged it is scored "
+        "against 'the recent level stays'. From two scored forecasts on, where the curves "
+        "lost, the forecast leans toward the recent level by the ratio of the two errors "
+        "(×1: the curves as learned; ×0: the recent level alone)."
     ),
     "zeta_exact": (
         "Exact ζ: the damping ratio of the discrete update itself (from its dominant eigenvalue "

@@ -53,3 +53,21 @@ def test_the_margins_say_which_learning_rate_they_were_computed_at():
     assert "at learning rate 5.00e-06" in constant and "K read at" not in constant
     legacy = repr(run_panels.stability(_fit(constrained={"margin_exact": 0.05, "K": 3.0})))
     assert "at learning rate" not in legacy  # a snapshot stored before `lr` was recorded
+
+
+def test_the_summary_says_how_the_runs_own_forecasts_did():
+    """The "Own forecasts" card reads the fit's skill record (dynamics/skill.py)."""
+
+    def card(fit):
+        return repr(run_panels.summary(fit, 0.5, [], "running"))
+
+    assert "needs the planned max_steps" in card(_fit())
+    early = {"scored": 1, "min_scored": 2, "shrink": 1.0, "mix_error": 0.1,
+             "persistence_error": 0.2, "checkpoints": []}  # fmt: skip
+    assert "1 scored" in card(_fit(skill=early)) and "adapts from 2" in card(_fit(skill=early))
+    lost = {**early, "scored": 5, "shrink": 0.48, "mix_error": 0.61, "persistence_error": 0.29}
+    text = card(_fit(skill=lost))
+    assert "×0.48 curves" in text and "5 scored: error 0.61 vs 0.29" in text
+    won = {**lost, "shrink": 1.0, "mix_error": 0.16, "persistence_error": 0.22}
+    assert "curves kept" in card(_fit(skill=won))
+    assert "0.16 vs 0.22" in card(_fit(skill=won))

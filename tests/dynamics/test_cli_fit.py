@@ -175,6 +175,24 @@ def test_the_planned_length_gives_the_forecast_its_progress(tmp_path: Path, caps
     assert "--max-steps must be >= 1" in capsys.readouterr().err
 
 
+def test_a_planned_length_gives_the_runs_own_scored_forecasts(log_csv: Path, capsys) -> None:
+    """With --max-steps the fit scores the run's checkpoint forecasts (dynamics/skill.py) and
+    prints them; the JSON's record is the one the worker stores for the same log."""
+    from grposcope.dynamics.fit import fit_series
+    from grposcope.logfiles import read_log
+
+    assert main(["fit", str(log_csv), "--max-steps", "300", "--json"]) == 0
+    record = _json(capsys)["skill"]
+    steps, values = read_log(log_csv)["train/reward"]
+    direct = fit_series(steps, values, metric="train/reward", horizon=300.0).skill
+    assert direct is not None and record["scored"] == direct.scored == 5  # ends 60, 90 … 180
+    assert record["shrink"] == pytest.approx(direct.shrink)
+    assert main(["fit", str(log_csv), "--max-steps", "300"]) == 0
+    assert "own forecasts: 5 of the run's checkpoint forecasts scored" in capsys.readouterr().out
+    assert main(["fit", str(log_csv), "--json"]) == 0
+    assert "skill" not in _json(capsys)
+
+
 def test_noise_split_from_the_std_column(tmp_path: Path, capsys) -> None:
     rng = np.random.default_rng(1)
     t = np.arange(1, 301)

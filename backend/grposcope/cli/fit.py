@@ -267,6 +267,13 @@ def format_human(d: dict[str, Any]) -> str:
             f"prediction, mean over steps {p['from']:g}–{p['to']:g}: {_num(p['mean'])} "
             f"(80 %: {_num(p['lo'])} to {_num(p['hi'])}){observed}"
         )
+    if d.get("skill"):
+        k = d["skill"]
+        lines.append(
+            f"own forecasts: {k['scored']} of the run's checkpoint forecasts scored, error "
+            f"{_num(k['mix_error'])} against {_num(k['persistence_error'])} for the recent "
+            f"level; shrink on the mix {_num(k['shrink'], '.3f')}"
+        )
     if d.get("noise"):
         n = d["noise"]
         lines.append(

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from grposcope.dynamics import fit_core as core
-from grposcope.dynamics import forecast
+from grposcope.dynamics import forecast, skill
 from grposcope.dynamics.continuum import Hyper
 from grposcope.dynamics.edges import report
 from grposcope.dynamics.fit_constrained import fit_constrained
@@ -278,6 +279,8 @@ def fit_series(
     lr_in_effect: float | None = None,
     horizon: float | None = None,
     predict: tuple[float, float] | None = None,
+    checkpoints: Sequence[skill.Checkpoint] = (),
+    adapt: bool = True,
 ) -> FitResult:
     """Fit the oscillator, the single exponential and (with `hyper`) the constrained model.
 
@@ -302,6 +305,11 @@ def fit_series(
         steps seen); it also bounds the compute budget and, as the run's planned total, sets
         the forecast's progress (its weights per third of the run; not before the last step).
     predict : a (from, to) window: `result.prediction` is the mean metric over it.
+    checkpoints : checkpoint forecasts made before for this series (`result.skill` of an
+        earlier fit, read back from its snapshot): reused instead of fitted again.
+    adapt : with the planned total known (`horizon`), score the run's checkpoint forecasts
+        whose windows it has logged and shrink the mix by them (`skill.py`, `result.skill`);
+        False for a fit that is itself a checkpoint's.
 
     The forecasts (band, steps to plateau, compute budget, the `predict` window) are computed
     here, once: the result carries them as values and `to_json` only writes them out.
@@ -367,7 +375,35 @@ def fit_series(
         total_steps=horizon if horizon is not None and horizon >= series.steps[-1] else None,
         cold_points=seed.cold_points if seed is not None else n,
     )
+    if adapt and result.total_steps is not None:
+        result = dataclasses.replace(result, skill=_skill(series, result.total_steps, checkpoints))
     return _with_forecasts(result, horizon, predict)
+
+
+def _skill(series: Series, total: float, known: Sequence[skill.Checkpoint]) -> skill.Skill:
+    """The run's checkpoint forecasts whose windows it has logged, scored (`skill.py`):
+    those in ``known`` reused, the others fitted on their prefix now."""
+    made = [
+        skill.reuse(known, fraction, made_at) or _checkpoint(series, fraction, made_at, end, total)
+        for fraction, made_at, end in skill.windows(total, float(series.steps[-1]))
+    ]
+    return skill.score(made, series.steps, series.values)
+
+
+def _checkpoint(
+    series: Series, fraction: float, made_at: float, end: float, total: float
+) -> skill.Checkpoint:
+    """The forecast the prefix up to ``made_at`` makes of the mean over (made_at, end]: the
+    reward alone, fitted cold with the planned total, as the mix stands (not adapted). NaN
+    where the prefix has too few points or no curve (kept, so no later refit tries again)."""
+    seen = series.steps <= made_at
+    mix = persistence = float("nan")
+    if seen.sum() >= MIN_POINTS:
+        fit = fit_series(series.steps[seen], series.values[seen], horizon=total,
+                         predict=(made_at, end), adapt=False)  # fmt: skip
+        if fit.prediction is not None:
+            mix, persistence = fit.prediction.mean, fit.recent_level
+    return skill.Checkpoint(fraction, made_at, end, mix, persistence)
 
 
 def plateau_interval(

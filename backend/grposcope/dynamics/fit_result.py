@@ -22,6 +22,7 @@ import numpy as np
 if TYPE_CHECKING:
     from grposcope.dynamics.continuum import Hyper
     from grposcope.dynamics.noise import NoiseSplit
+    from grposcope.dynamics.skill import Skill
     from grposcope.dynamics.smoothing import Series
 
 
@@ -125,6 +126,9 @@ class Prediction:
     # The single exponential's verdict beside `stage` (the oscillator's): the weights are those
     # of the pair (forecast.mix_stage).
     exponential_stage: str = "settled"
+    # The factor on the mix's change from the recent level (`skill.Skill.shrink`): 1 unless the
+    # run's own scored forecasts lost to persistence.
+    shrink: float = 1.0
 
     def to_json(self) -> dict[str, Any]:
         return finite(
@@ -142,6 +146,7 @@ class Prediction:
                 "anchor": self.anchor,
                 "anchor_level": self.anchor_level,
                 "weights": dict(self.weights),
+                "shrink": self.shrink,
             }  # fmt: skip
         )
 
@@ -272,6 +277,9 @@ class FitResult:
     # cold fit; a warm refit carries its seed's, so a chain goes cold again after it has grown
     # by WARM_REFRESH_GROWTH whatever the refit cadence.
     cold_points: int = 0
+    # The run's scored checkpoint forecasts and the shrink on the mix they give (`skill.py`);
+    # None where the planned total is unknown or the run was fitted without them.
+    skill: Skill | None = None
     # What the forecasts computed from this fit (fit_series computes them once; None for a
     # result without a curve, or without a `predict` window).
     steps_to_plateau: float | None = None
@@ -334,6 +342,8 @@ class FitResult:
             out["noise"] = self.noise.to_json()
         if self.forecast is not None:
             out["forecast"] = self.forecast.to_json()
+        if self.skill is not None:
+            out["skill"] = self.skill.to_json()
         if self.compute is not None:
             out["compute"] = {
                 "useful_steps": self.compute.get("useful_steps"),

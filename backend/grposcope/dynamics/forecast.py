@@ -23,6 +23,10 @@ covariance, delta method), and (c) a model-error term growing linearly with the 
 the last step, KAPPA · series sd · distance / steps seen, calibrated by the same backtest. The
 interval is Student's t with n − 4 degrees of freedom on that sd (`quantile`). A metric with a
 known range (a 0/1 rate) has its interval and its expected level clipped to it.
+
+Inside a run the mix adapts to its own scored past forecasts (`skill.py`): once two of its
+checkpoint forecasts have been scored, its change from the recent level is shrunk toward
+persistence by how much they lost to persistence's (`Prediction.shrink`).
 """
 
 from __future__ import annotations
@@ -57,7 +61,7 @@ _CURVE_PARAMETERS = 4
 
 __all__ = [
     "Band", "Prediction", "anchor", "compute_budget", "exponential_stage", "forecast_band",
-    "mix_stage", "predict_window", "progress",
+    "mix_stage", "predict_window", "progress", "shrink_of",
 ]  # fmt: skip
 
 
@@ -217,9 +221,19 @@ def _mix(
     if w.get("long_level", 0.0):
         mean = mean + w["long_level"] * (result.long_level - level)
     var = w_osc**2 * np.maximum(var_osc, 0.0) + w_curve**2 * np.maximum(var_curve, 0.0)
+    shrink = shrink_of(result)
+    if shrink < 1.0:  # the run's own scored forecasts lost to persistence: lean on it
+        mean = result.recent_level + shrink * (mean - result.recent_level)
+        var = shrink**2 * var
     if result.bounds is not None:  # a rate's expected level cannot leave its range either
         mean = np.clip(mean, *result.bounds)
     return mean, var, curve[nr:]
+
+
+def shrink_of(result: FitResult) -> float:
+    """The factor on the mix's change from the recent level (`skill.py`): 1 without a skill
+    record or before it has scored enough windows."""
+    return 1.0 if result.skill is None else result.skill.shrink
 
 
 def _anchor_variance(result: FitResult, name: str) -> float:
@@ -273,7 +287,8 @@ def predict_window(result: FitResult, start: float, end: float) -> Prediction:
     return Prediction(start, end, mean, float(lo), float(hi), float(np.mean(curve)),
                       result.recent_level, weights, stage=stage(result),
                       progress=progress(result), anchor=name, anchor_level=level,
-                      exponential_stage=exponential_stage(result))  # fmt: skip
+                      exponential_stage=exponential_stage(result),
+                      shrink=shrink_of(result))  # fmt: skip
 
 
 def forecast_band(result: FitResult, horizon: float | None = None) -> Band:

@@ -23,13 +23,16 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from grposcope.dynamics.fit_result import FitResult
+from grposcope.dynamics.skill import Checkpoint
 
 SCHEMA_VERSION = 2
 
 # Keys only a stored snapshot has: what the worker knows and a file fit does not.
 SERVICE_KEYS = frozenset({"step", "fit_seconds", "worker", "forecast_accuracy"})
 # Sections absent (not null) when they do not apply, as `grposcope fit --json` always wrote them.
-OPTIONAL_SECTIONS = frozenset({"prediction", "constrained", "noise", "forecast", "compute"})
+OPTIONAL_SECTIONS = frozenset(
+    {"prediction", "constrained", "noise", "forecast", "compute", "skill"}
+)
 
 
 class _Part(BaseModel):
@@ -110,6 +113,11 @@ class PredictionPart(_Part):
     progress: float | None = Field(
         default=None, description="last step / planned last step; null: total unknown"
     )
+    shrink: float | None = Field(
+        default=None,
+        description="the factor on the mix's change from the recent level (`skill.shrink`); "
+        "1: the mix as learned",
+    )
 
 
 class ForecastPart(_Part):
@@ -133,6 +141,40 @@ class NoisePart(_Part):
     completions_per_step: float | None = None
     source: str | None = None
     n_steps: int | None = None
+
+
+class CheckpointPart(_Part):
+    """One checkpoint forecast of the run (dynamics/skill.py): made from the prefix up to
+    `made_at`, of the mean over the logged steps in (`made_at`, `end`]."""
+
+    fraction: float = Field(description="Of the planned run.")
+    made_at: float
+    end: float
+    mix: float | None = Field(default=None, description="The mix's forecast (not adapted).")
+    persistence: float | None = Field(default=None, description="The prefix's recent level.")
+
+    def to_checkpoint(self) -> Checkpoint:
+        """The core's form, to pass to the next refit (null numbers as NaN)."""
+        nan = float("nan")
+        return Checkpoint(self.fraction, self.made_at, self.end,
+                          nan if self.mix is None else self.mix,
+                          nan if self.persistence is None else self.persistence)  # fmt: skip
+
+
+class SkillPart(_Part):
+    """How the run's own checkpoint forecasts scored, and the shrink they put on the mix."""
+
+    scored: int = Field(default=0, description="Checkpoint windows logged in full and scored.")
+    mix_error: float | None = Field(default=None, description="Σ |mix − logged| over them.")
+    persistence_error: float | None = Field(
+        default=None, description="Σ |persistence − logged| over them."
+    )
+    shrink: float | None = Field(
+        default=None,
+        description="min(1, persistence_error / mix_error) once `min_scored` are scored, else 1",
+    )
+    min_scored: int | None = None
+    checkpoints: list[CheckpointPart] = Field(default_factory=list)
 
 
 class ComputePart(_Part):
@@ -218,6 +260,7 @@ class FitSnapshotModel(_Part):
     noise: NoisePart | None = None
     forecast: ForecastPart | None = None
     compute: ComputePart | None = None
+    skill: SkillPart | None = None
     # SERVICE_KEYS: what the worker adds.
     step: int | None = Field(default=None, description="The last step the fit saw (stored fits).")
     fit_seconds: float | None = None

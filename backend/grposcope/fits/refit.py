@@ -21,7 +21,13 @@ from sqlalchemy.orm import Session
 
 from grposcope.dynamics.fit import MIN_POINTS, fit_series
 from grposcope.dynamics.fit_result import FitResult, WarmStart
-from grposcope.dynamics.snapshot import ConstrainedPart, FitSnapshotModel, OscillatorPart
+from grposcope.dynamics.skill import Checkpoint
+from grposcope.dynamics.snapshot import (
+    ConstrainedPart,
+    FitSnapshotModel,
+    OscillatorPart,
+    SkillPart,
+)
 from grposcope.metrics.service import Loaded, load_many_arrays
 from grposcope.models import FitSnapshot, Run, utcnow
 from grposcope.run_inputs import (
@@ -140,17 +146,19 @@ def fit_one(
         return None
     carried = _carry_constrained(previous, last, hyper, force, plan.constrained_growth)
     warm = _warm_start(cache.get(run.id, metric) if cache is not None else None, previous)
+    known = _stored_checkpoints(previous)
     if plan.history and np.isfinite(values).sum() >= HISTORY_MIN_POINTS:
         if previous is None:
             # the prefixes' fits first; the whole series' fit stays the cold fit it was (what
             # `grposcope fit` on the same log prints), not one warm from the last prefix
-            _add_history(session, run, plan, got, None, None, None)
+            _, _, known = _add_history(session, run, plan, got, None, None, None, known)
         elif plan.fill_gaps and _grew_past_grid(steps, previous.step):
             # points came in bulk since the last fit (the rest of an import sent in batches, a
             # run the workers saw late): the grid's fits in between, chained from the last fit
             # as a live run's are, and the whole series' fit warm from the last of them
             made = _stored_constrained(previous)
-            chained, made = _add_history(session, run, plan, got, previous.step, warm, made)
+            chained, made, known = _add_history(session, run, plan, got, previous.step, warm,
+                                                made, known)  # fmt: skip
             warm = chained if chained is not None else warm
             carried = None if force else _carry(made, last, hyper, plan.constrained_growth)
     if force:
@@ -159,16 +167,17 @@ def fit_one(
         # another basin at worst, and the run then showed two fits of one series).
         warm = None
     extra = annotate(metric) if annotate else {}
-    return _add_snapshot(session, run, metric, got, hyper, carried, warm, cache, extra)[0]
+    return _add_snapshot(session, run, metric, got, hyper, carried, warm, cache, extra, known)[0]
 
 
 def _add_snapshot(
     session: Session, run: Run, metric: str, got: dict[str, Any], hyper: Any,
     carried: ConstrainedPart | None, warm: FitResult | WarmStart | None,
-    cache: WarmCache | None, extra: dict[str, Any],
+    cache: WarmCache | None, extra: dict[str, Any], known: tuple[Checkpoint, ...] = (),
 ) -> tuple[FitSnapshot, FitSnapshotModel, FitResult]:  # fmt: skip
     """Fit ``got``'s series of ``metric`` (with its spread and logged lr) and add the snapshot
-    row: the constrained fit redone with ``hyper`` unless ``carried`` is given."""
+    row: the constrained fit redone with ``hyper`` unless ``carried`` is given; the checkpoint
+    forecasts in ``known`` (the last snapshot's) reused, not fitted again."""
     _, spread_key, lr_key = fit_keys(metric)
     steps, values = got[metric]
     last = int(steps.max())
@@ -178,7 +187,8 @@ def _add_snapshot(
     horizon = total_steps(run)
     result = fit_series(steps, values, metric=metric, hyper=fit_hyper, warm=warm,
                         sampling=sampling_for(run, steps, got.get(spread_key)),
-                        lr_in_effect=lr, horizon=float(horizon) if horizon else None)  # fmt: skip
+                        lr_in_effect=lr, horizon=float(horizon) if horizon else None,
+                        checkpoints=known)  # fmt: skip
     if cache is not None:
         cache.put(run.id, metric, result)
     update: dict[str, Any] = {"step": last, "fit_seconds": time.perf_counter() - started}
@@ -230,13 +240,15 @@ def _grew_past_grid(steps: Any, fitted: int) -> bool:
 def _add_history(
     session: Session, run: Run, plan: SeriesPlan, got: dict[str, Any], after: int | None,
     warm: FitResult | WarmStart | None, made: ConstrainedPart | None,
-) -> tuple[FitResult | None, ConstrainedPart | None]:  # fmt: skip
+    known: tuple[Checkpoint, ...] = (),
+) -> tuple[FitResult | None, ConstrainedPart | None, tuple[Checkpoint, ...]]:  # fmt: skip
     """Snapshots of the prefixes ending at HISTORY_SHARE, 2 × HISTORY_SHARE … of the points
     (`_grid_ends`) past step ``after`` (all of them when None) and before the last point,
     each warm from the one before (a live run's chain, from ``warm``), the constrained fit
     redone at the plan's growth as a live run's is (``made``: the last one made before).
-    At most 1 / HISTORY_SHARE − 1 fits. Returns the last successful fit and the last
-    constrained section made or carried, for the whole series' fit to go on from."""
+    At most 1 / HISTORY_SHARE − 1 fits, each passing its checkpoint forecasts (``known``
+    first) to the next. Returns the last successful fit, the last constrained section made or
+    carried and the checkpoints, for the whole series' fit to go on from."""
     steps = got[plan.metric][0]
     last = int(steps.max())
     chained: FitResult | None = None
@@ -251,12 +263,14 @@ def _add_history(
         )
         carried = None if plan.hyper is None or due else made
         _, snap, result = _add_snapshot(session, run, plan.metric, part, plan.hyper, carried,
-                                        warm, None, {})  # fmt: skip
+                                        warm, None, {}, known)  # fmt: skip
         made = snap.constrained if carried is None and snap.constrained else made
+        if result.skill is not None:
+            known = result.skill.checkpoints
         if result.success:
             warm = chained = result
     session.flush()
-    return chained, made
+    return chained, made, known
 
 
 class _Previous(NamedTuple):
@@ -269,6 +283,7 @@ class _Previous(NamedTuple):
     n_points: Any
     success: Any  # (SQLite reads a JSON true back as 1)
     created_at: datetime
+    skill: Any = None
 
 
 def _previous(session: Session, run_id: int, metrics: list[str]) -> dict[str, _Previous]:
@@ -286,7 +301,7 @@ def _previous(session: Session, run_id: int, metrics: list[str]) -> dict[str, _P
     rows = session.execute(
         select(FitSnapshot.metric, FitSnapshot.step, payload["constrained"],
                payload["oscillator"], payload["n_points"], payload["success"],
-               FitSnapshot.created_at)
+               FitSnapshot.created_at, payload["skill"])
         .where(FitSnapshot.id.in_(last))
     )  # fmt: skip
     return {metric: _Previous(*rest) for metric, *rest in rows}
@@ -334,6 +349,15 @@ def _carry_constrained(
     if hyper is None or previous is None or force:
         return None
     return _carry(_stored_constrained(previous), last, hyper, growth)
+
+
+def _stored_checkpoints(previous: _Previous | None) -> tuple[Checkpoint, ...]:
+    """The checkpoint forecasts the series' last snapshot holds (none before its first, or
+    in a snapshot stored before they were): the next fit reuses them."""
+    if previous is None or not isinstance(previous.skill, dict):
+        return ()
+    stored = SkillPart.model_validate(previous.skill)
+    return tuple(part.to_checkpoint() for part in stored.checkpoints)
 
 
 def _stored_constrained(previous: _Previous) -> ConstrainedPart | None:

@@ -106,8 +106,25 @@ def summary(
             sub=f"unstable since step {step(story.critical_since(unstable))}" if unstable else None,
         ),
         stat("R² (smoothed)", num((fit.get("oscillator") or {}).get("r2_smoothed"), 2)),
+        stat(tip("Own forecasts", "skill"), *skill_text(fit.get("skill"))),
     ]
     return [dbc.Col(c, xs=6, md=3, lg=True) for c in cards]
+
+
+def skill_text(skill: Any) -> tuple[str, None, str | None]:
+    """(value, colour, sub) of the summary's "Own forecasts" card, from the fit's `skill`
+    (dynamics/skill.py): how the run's scored checkpoint forecasts did and what the forecast
+    makes of it. No record: the planned length (max_steps) is not known."""
+    if not isinstance(skill, Mapping):
+        return DASH, None, "needs the planned max_steps"
+    scored, need = to_float(skill.get("scored")), to_float(skill.get("min_scored"))
+    scored, need = int(scored) if scored == scored else 0, int(need) if need == need else 2
+    if scored < need:
+        return f"{scored} scored", None, f"adapts from {need}"
+    mix, pers = num(skill.get("mix_error"), 2), num(skill.get("persistence_error"), 2)
+    shrink = to_float(skill.get("shrink"))
+    value = "curves kept" if shrink >= 1 else f"×{shrink:.2f} curves"
+    return value, None, f"{scored} scored: error {mix} vs {pers} for the recent level"
 
 
 def stability(
