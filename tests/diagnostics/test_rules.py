@@ -926,6 +926,31 @@ def test_a_near_deterministic_policy_tripling_its_entropy_is_no_explosion():
     assert out.episodes[0].opened_step == 13
 
 
+def test_a_kl_to_the_reference_blowing_up_is_a_precursor_and_lone_spikes_are_not():
+    """An Unsloth/TRL run at lr 5e-5 (unseen set, 2026-12-06): KL 0.01 → 18, 28, 48, 406 at
+    steps 9–12 while the reward fell, and the author aborted it; healthy runs stay under 1.8
+    nats a token, and a healthy poker run's single-step spikes (24 M at one step) are no
+    trend: the trailing median of three points must reach kl_blowup (5)."""
+    s = np.arange(1, 41)
+    reward = np.full(s.size, 0.5)
+    kl = np.full(s.size, 0.05)
+    kl[[12, 25, 33]] = [2.4e7, 48.0, 649.0]  # lone spikes
+    spiky = RunData({"reward": (s, reward), "kl": (s, kl)}, "reward")
+    assert not evaluate("dynamical_instability", spiky, defaults("dynamical_instability")).episodes
+    kl[8:12] = [18.4, 28.3, 48.5, 406.5]  # steps 9–12
+    blown = RunData({"reward": (s, reward), "kl": (s, kl)}, "reward")
+    out = evaluate("dynamical_instability", blown, defaults("dynamical_instability"))
+    first = out.episodes[0]
+    assert first.severity == "warning" and first.opened_step == 10  # second point up
+    assert first.evidence["precursor"] == "kl_explosion" and first.evidence["kl_key"] == "kl"
+    assert first.evidence["kl_now"] >= 18.4
+    assert f"the KL to the reference policy reached {first.evidence['kl_now']} nats a token" in (
+        first.message
+    )
+    lower = {**defaults("dynamical_instability"), "kl_blowup": 500.0}
+    assert not evaluate("dynamical_instability", blown, lower).episodes
+
+
 def test_hysteresis_resolve_hold_grows_with_the_run():
     """resolve_share: a clear streak must last that share of the run so far (from the first
     checkpoint to the last one where the condition held), if longer than resolve_window."""

@@ -102,6 +102,7 @@ RULES: dict[str, dict[str, Param]] = {
         "entropy_growth": Param(3.0, 1.1, 1e6, "entropy over its start level that warns"),
         "entropy_floor": Param(1.0, 0.0, 1e6, "entropy (nats/token) an explosion must also reach"),
         "length_floor": Param(24.0, 1.0, 1e6, "response length (tokens) at or below which warns"),
+        "kl_blowup": Param(5.0, 0.0, 1e6, "KL to the reference (nats/token) at which it warns"),
         **_windows(5, 20),
     },
     "plateau_reached": {

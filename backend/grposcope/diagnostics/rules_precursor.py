@@ -12,6 +12,12 @@ itself in what the policy writes (docs/alerts.md has the off-policy sweep it was
 - **response-length collapse**: the trailing median length falls to ``length_floor`` tokens or
   fewer and to at most half its start: the policy answers with a handful of tokens.
 
+- **KL explosion**: the trailing median of the KL to the reference policy reaches
+  ``kl_blowup`` nats a token: the policy writes text its reference would almost never sample.
+  No growth over its start is asked (every run's KL starts at 0); healthy runs, in the corpus
+  and the unseen sets, stay under 1.8 (docs/alerts.md, 2026-12-06), a run whose
+  learning rate blew it up read 18 → 406 (an Unsloth/TRL billing task, lr 5e-5, aborted).
+
 The grad-norm growth and clip-ratio forms live in rules_stability (they predate this module).
 Each is a warning: it says where to look before the reward falls, not that it has.
 """
@@ -20,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from grposcope.diagnostics.data import ENTROPY_KEYS, LENGTH_KEYS, RunData, first_key
+from grposcope.diagnostics.data import ENTROPY_KEYS, KL_KEYS, LENGTH_KEYS, RunData, first_key
 from grposcope.diagnostics.memo import scope
 from grposcope.diagnostics.signal import r, trailing_median
 from grposcope.diagnostics.types import Sub
@@ -29,7 +35,7 @@ Params = dict[str, float]
 
 
 def precursors(data: RunData, p: Params) -> list[Sub]:
-    subs = (_entropy_explosion(data, p), _length_collapse(data, p))
+    subs = (_entropy_explosion(data, p), _length_collapse(data, p), _kl_explosion(data, p))
     return [s for s in subs if s is not None]
 
 
@@ -85,5 +91,23 @@ def _length_collapse(data: RunData, p: Params) -> Sub | None:
     def evidence(i: int) -> dict:
         return {"precursor": "length_collapse", "length_key": key,
                 "length_start": r(start, 1), "length_now": r(recent[i], 1)}  # fmt: skip
+
+    return s, level, evidence, False
+
+
+def _kl_explosion(data: RunData, p: Params) -> Sub | None:
+    key = first_key(data, KL_KEYS)
+    got = data.finite(key)
+    k = int(p["precursor_points"])
+    if got is None or got[1].size < k:
+        return None
+    s, v = got
+    recent = trailing_median(v, k, scope(data.memo, ("precursor", key), s, v))
+    recent[: k - 1] = np.nan  # a full window: one logged spike is not an explosion
+    level = np.where(np.nan_to_num(recent) >= p["kl_blowup"], 2, 0).astype(np.int8)
+
+    def evidence(i: int) -> dict:
+        return {"precursor": "kl_explosion", "kl_key": key, "kl_now": r(recent[i]),
+                "kl_blowup": p["kl_blowup"]}  # fmt: skip
 
     return s, level, evidence, False
