@@ -108,6 +108,10 @@ def test_run_page_chart_gains_points_without_reload(dash_server: Any, page: Any)
         assert last_step > 120
         _check_charts_and_explorer(page)
         _check_whatif(page)
+        # max_steps 400: the checkpoints at 40 and 80 have their windows logged by step 120,
+        # so the summary says how the run's own forecasts scored (dynamics/skill.py)
+        card = page.locator(".stat-card", has_text="Own forecasts")
+        wait_until(lambda: "scored: error" in card.inner_text(), 20, "the own-forecasts card")
         page.wait_for_timeout(4000)  # let a fit land for the screenshot
         shot(page, "run", full_page=True)
     finally:

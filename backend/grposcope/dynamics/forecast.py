@@ -19,8 +19,9 @@ fitted curve extrapolates its errors, so each curve only contributes a shrunk sh
 
 Its variance adds (a) the noise of the anchor level and of the target window's mean, widened for
 autocorrelation, (b) the weighted parameter uncertainty of the oscillator's change (Laplace
-covariance, delta method), and (c) a model-error term growing linearly with the distance past
-the last step, KAPPA · series sd · distance / steps seen, calibrated by the same backtest. The
+covariance, delta method), and (c) a model-error term growing with the square root of the
+distance past the last step, KAPPA · series sd · √(distance / steps seen), calibrated by the
+same backtest (until 2026-12-06 it grew linearly, too wide at far targets). The
 interval is Student's t with n − 4 degrees of freedom on that sd (`quantile`). A metric with a
 known range (a 0/1 rate) has its interval and its expected level clipped to it.
 
@@ -96,9 +97,10 @@ def _curve_and_variance(result: FitResult, steps: np.ndarray) -> tuple[np.ndarra
 
 
 def _drift_sd(result: FitResult, step: float) -> float:
+    """The model error's sd at `step`: KAPPA · series sd · √(distance / steps seen)."""
     sc = result.scaling
     assert sc is not None and result.last_step is not None
-    return KAPPA * sc.scale * max(0.0, step - result.last_step) / sc.span
+    return KAPPA * sc.scale * math.sqrt(max(0.0, step - result.last_step) / sc.span)
 
 
 def _recent_steps(result: FitResult) -> np.ndarray:
