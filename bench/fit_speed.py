@@ -6,7 +6,11 @@ Reports the median wall time and the median CPU time of the process (the CPU tim
 sensitive to other jobs on a shared machine; on an idle machine they agree), the load average
 at the start, and the accuracy cost of binning (default `max_points` vs every point).
 The warm case refits after 10 new points, seeded with the previous result, as the online
-worker does.
+worker does. With the planned total known (`horizon`), the in-run adaptation (dynamics/skill.py)
+scores the run's checkpoint forecasts: "all checkpoints made" is a fit that makes every one
+whose window has been logged (a fit of a log from scratch: `grposcope fit`, an import's first
+fit, eight cold prefix fits at 80 % of the run), "checkpoints reused" the live worker's refit,
+which is handed them by its last snapshot (`adapt=False` is the same fit without any).
 """
 
 from __future__ import annotations
@@ -55,6 +59,17 @@ def main() -> int:
         prev = fit_series(t[:-10], y[:-10])
         wall, cpu = _timed(lambda t=t, y=y, p=prev: fit_series(t, y, warm=p), args.repeats)
         print(f"{f'warm refit, +10 points, {n:,}':34s} {wall:9.1f} {cpu:9.1f}")
+        total = float(t[-1]) / 0.9  # a run at 90 % of its plan: eight checkpoints scored
+        plain = lambda t=t, y=y, h=total: fit_series(t, y, horizon=h, adapt=False)  # noqa: E731
+        made = lambda t=t, y=y, h=total: fit_series(t, y, horizon=h)  # noqa: E731
+        record = made().skill
+        known = record.checkpoints if record is not None else ()
+        reused = lambda t=t, y=y, h=total, k=known: fit_series(t, y, horizon=h, checkpoints=k)  # noqa: E731
+        for name, fn in ((f"cold fit, planned total, {n:,}", plain),
+                         ("  ... all checkpoints made", made),
+                         ("  ... checkpoints reused", reused)):  # fmt: skip
+            wall, cpu = _timed(fn, args.repeats)
+            print(f"{name:34s} {wall:9.1f} {cpu:9.1f}")
         binned, full = fit_series(t, y), fit_series(t, y, max_points=n)
         bo, fo = binned.oscillator, full.oscillator
         print(
