@@ -394,7 +394,8 @@ def _checkpoint(
     series: Series, fraction: float, made_at: float, end: float, total: float
 ) -> skill.Checkpoint:
     """The forecast the prefix up to ``made_at`` makes of the mean over (made_at, end]: the
-    reward alone, fitted cold with the planned total, as the mix stands (not adapted). NaN
+    series alone (no hyperparameters, no sampling), fitted cold with the planned total, the mix
+    not adapted — so any fit of the same series makes the same checkpoint. NaN
     where the prefix has too few points or no curve (kept, so no later refit tries again)."""
     seen = series.steps <= made_at
     mix = persistence = float("nan")
