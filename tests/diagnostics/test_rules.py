@@ -951,6 +951,25 @@ def test_a_kl_to_the_reference_blowing_up_is_a_precursor_and_lone_spikes_are_not
     assert not evaluate("dynamical_instability", blown, lower).episodes
 
 
+def test_a_kl_that_starts_high_and_stays_there_is_no_explosion():
+    """A LoRA SFT'd away from its reference starts at 7–9 nats a token and learns at 8–19
+    (two healthy traffic-signal runs, harvest10): an explosion is an order over its start."""
+    s = np.arange(1, 101)
+    reward = np.linspace(-0.8, -0.2, s.size)
+    rng = np.random.default_rng(1)
+    sft = 8.0 + rng.uniform(-1.0, 1.0, s.size)
+    sft[[40, 70]] = [119.0, 61.0]
+    steady = RunData({"reward": (s, reward), "kl": (s, sft)}, "reward")
+    assert not evaluate("dynamical_instability", steady, defaults("dynamical_instability")).episodes
+    grown = sft.copy()
+    grown[60:] = 90.0  # then over 10 × its start, for good
+    out = evaluate("dynamical_instability", RunData({"reward": (s, reward), "kl": (s, grown)},
+                   "reward"), defaults("dynamical_instability"))  # fmt: skip
+    first = out.episodes[0]
+    assert first.opened_step == 62 and first.evidence["precursor"] == "kl_explosion"
+    assert 7.0 <= first.evidence["kl_start"] <= 9.0
+
+
 def test_hysteresis_resolve_hold_grows_with_the_run():
     """resolve_share: a clear streak must last that share of the run so far (from the first
     checkpoint to the last one where the condition held), if longer than resolve_window."""

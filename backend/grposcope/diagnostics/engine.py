@@ -268,10 +268,11 @@ def _precursors(evidence: Mapping[str, Any]) -> list[str]:
                    "follows")  # fmt: skip
     if "kl_now" in evidence:
         out.append(f"precursor: the KL to the reference policy reached {evidence['kl_now']} "
-                   f"nats a token ({evidence.get('kl_key', 'kl')} trailing median{when}, "
-                   f"warning at {evidence.get('kl_blowup')}): the policy writes text its "
-                   "reference would almost never sample, and the reward often falls or turns "
-                   "into noise")  # fmt: skip
+                   f"nats a token from {evidence.get('kl_start')} at the start "
+                   f"({evidence.get('kl_key', 'kl')} trailing median{when}, warning at "
+                   f"{evidence.get('kl_blowup')}): the policy writes text its reference "
+                   "would almost never sample, and the reward often falls or turns into "
+                   "noise")  # fmt: skip
     if "grad_norm_growth" in evidence:
         out.append(f"precursor: grad_norm grew {evidence['grad_norm_growth']}× (trailing median "
                    f"{evidence.get('grad_norm_recent')}{when}, against a median of "

@@ -103,6 +103,7 @@ RULES: dict[str, dict[str, Param]] = {
         "entropy_floor": Param(1.0, 0.0, 1e6, "entropy (nats/token) an explosion must also reach"),
         "length_floor": Param(24.0, 1.0, 1e6, "response length (tokens) at or below which warns"),
         "kl_blowup": Param(5.0, 0.0, 1e6, "KL to the reference (nats/token) at which it warns"),
+        "kl_growth": Param(10.0, 1.0, 1e6, "KL over its start level that warns (with kl_blowup)"),
         **_windows(5, 20),
     },
     "plateau_reached": {

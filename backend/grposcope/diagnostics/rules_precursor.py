@@ -13,10 +13,11 @@ itself in what the policy writes (docs/alerts.md has the off-policy sweep it was
   fewer and to at most half its start: the policy answers with a handful of tokens.
 
 - **KL explosion**: the trailing median of the KL to the reference policy reaches
-  ``kl_blowup`` nats a token: the policy writes text its reference would almost never sample.
-  No growth over its start is asked (every run's KL starts at 0); healthy runs, in the corpus
-  and the unseen sets, stay under 1.8 (docs/alerts.md, 2026-12-06), a run whose
-  learning rate blew it up read 18 → 406 (an Unsloth/TRL billing task, lr 5e-5, aborted).
+  ``kl_blowup`` nats a token and ``kl_growth`` × its level at the start: the policy writes
+  text its reference would almost never sample, and did not at the start. Healthy runs whose
+  policy starts at its reference stay under 1.8 (docs/alerts.md, 2026-12-06); a run whose
+  learning rate blew it up read 0.01 → 18 → 406 (an Unsloth/TRL billing task, lr 5e-5,
+  aborted); a policy SFT'd away from its reference starts at 7–15 and learns there.
 
 The grad-norm growth and clip-ratio forms live in rules_stability (they predate this module).
 Each is a warning: it says where to look before the reward falls, not that it has.
@@ -96,18 +97,18 @@ def _length_collapse(data: RunData, p: Params) -> Sub | None:
 
 
 def _kl_explosion(data: RunData, p: Params) -> Sub | None:
-    key = first_key(data, KL_KEYS)
-    got = data.finite(key)
-    k = int(p["precursor_points"])
-    if got is None or got[1].size < k:
+    got = _start_and_recent(data, KL_KEYS, p)
+    if got is None:
         return None
-    s, v = got
-    recent = trailing_median(v, k, scope(data.memo, ("precursor", key), s, v))
-    recent[: k - 1] = np.nan  # a full window: one logged spike is not an explosion
-    level = np.where(np.nan_to_num(recent) >= p["kl_blowup"], 2, 0).astype(np.int8)
+    key, s, start, recent = got
+    now = np.nan_to_num(recent)
+    # ...and an order of its start: a policy SFT'd away from its reference starts at 7–15
+    # nats a token and stays there, learning (traffic-signal runs, 2026-12-06)
+    grown = (now >= p["kl_blowup"]) & (now >= p["kl_growth"] * max(start, 0.0))
+    level = np.where(grown, 2, 0).astype(np.int8)
 
     def evidence(i: int) -> dict:
-        return {"precursor": "kl_explosion", "kl_key": key, "kl_now": r(recent[i]),
-                "kl_blowup": p["kl_blowup"]}  # fmt: skip
+        return {"precursor": "kl_explosion", "kl_key": key, "kl_start": r(start),
+                "kl_now": r(recent[i]), "kl_blowup": p["kl_blowup"]}  # fmt: skip
 
     return s, level, evidence, False
