@@ -65,7 +65,8 @@ def test_compare_keeps_the_picker_to_the_runs_it_shows(dash_server: Any, page: A
     assert f"Left out: run {ids[20]}." in note.inner_text()
     page.get_by_text("20 selected").wait_for()
     lacking = page.locator("#cmp-lacking")
-    lacking.wait_for()
+    # twenty runs' series read and drawn: 10 s alone, past 30 s once in the full suite's load
+    lacking.wait_for(timeout=90_000)
     assert "No kl logged by tables/limit-00, tables/limit-01," in lacking.inner_text()
     pick(page, "cmp-runs", "tables / limit / limit-21")  # a 21st run, from the picker
     picked = page.locator("#cmp-over-picked")
