@@ -37,6 +37,7 @@ def score_run(steps: np.ndarray, values: np.ndarray, hyper: Any = None,
     window = (float(steps[-n_final]), last)
     actual = float(np.mean(values[-n_final:]))
     items = []
+    known: tuple = ()  # the checkpoint forecasts made so far, handed to the next prefix's fit
     for frac in FRACTIONS:
         cut = first + frac * (last - first)
         mask = steps <= cut
@@ -46,7 +47,8 @@ def score_run(steps: np.ndarray, values: np.ndarray, hyper: Any = None,
         item: dict[str, Any] = {"fraction": frac, "made_at_step": int(cut),
                                 "window": list(window), "actual": actual,
                                 "naive": naive, "naive_error": naive - actual}  # fmt: skip
-        result = fit_series(prefix_s, prefix_v, hyper=hyper, horizon=horizon)
+        result = fit_series(prefix_s, prefix_v, hyper=hyper, horizon=horizon, checkpoints=known)
+        known = result.skill.checkpoints if result.skill is not None else known
         if result.success:
             pred = predict_window(result, *window)
             item.update(predicted=pred.mean, lo=pred.lo, hi=pred.hi, error=pred.mean - actual,
