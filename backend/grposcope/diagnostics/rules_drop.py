@@ -83,11 +83,14 @@ def reward_drops(data: RunData, p: Params, degenerating: Degenerating | None = N
             continue
         s, v = got
         kept = scope(data.memo, ("drops", key), s, v)
-        collapse = _collapse(key, s, v, p, kept) if key == data.reward_key else None
+        own = key == data.reward_key
+        early = _early_collapse(key, s, v, p) if own else None
+        collapse = _collapse(key, s, v, p, kept) if own else None
         scale = total if key != data.reward_key else None
         relaxed = degenerating(s) if degenerating is not None else None
         flat = _flatline(key, s, v, p, kept, relaxed)
-        subs = (collapse, flat, _drift(key, s, v, p, kept, scale))
+        # the early form first: where both hold, the full window's evidence is the one shown
+        subs = (early, collapse, flat, _drift(key, s, v, p, kept, scale))
         out.extend(sub for sub in subs if sub)
     return out
 
@@ -176,6 +179,83 @@ def _range_before(s: np.ndarray, v: np.ndarray, p: Params, m: int, ref_n: int) -
     span = np.nan_to_num(hi - lo)  # 0 until a full window exists
     ends = np.arange(v.size - (m + ref_n) + 1) + ref_n - 1
     return span[ends]
+
+
+# The collapse's early form (`_early_collapse`): the recent median of so many points, against a
+# reference of at least EARLY_REFERENCE_POINTS (the run's every point before them).
+EARLY_RECENT_POINTS = 3
+EARLY_REFERENCE_POINTS = 4
+
+
+def _early_collapse(key: str, s: np.ndarray, v: np.ndarray, p: Params) -> Sub | None:
+    """The collapse of a run's first points, before the full form has a window to judge
+    (``drop_points`` + its reference, 25 points on a per-step log, 13 on one every 10 steps).
+
+    A learning rate too high or a broken reward typically shows in the first ten or twenty
+    steps: a synthetic run falling 0.9 → 0.1 (16 noise σ) after its 10th step raised nothing
+    until step 30, and one falling after its 5th nothing at all (2026-12-06). Here the
+    reference is every point before the last ``EARLY_RECENT_POINTS`` (at least
+    ``EARLY_REFERENCE_POINTS``) and the bar widens with the t-quantile of so short a
+    reference (`_short_reference`); σ is also at least the recent points' own step noise, as
+    the first points of a run are often quieter than the rest (a quantised reward repeating
+    −0.75, −0.75, −1, −1 read σ 0.1, and its next, noisier points a fall of 16 σ). Severity
+    and hold as the full form's: a warning for one window, critical once the next point is
+    still under the bar or where it fell twice the bar, and open while the recent median
+    stays under it (also past the early windows, which end where the full form's begin).
+    Nothing is kept between refits: at most 24 windows, and none once past them."""
+    m_full, ref_full = collapse_windows(s, p)
+    m, first_end = EARLY_RECENT_POINTS, EARLY_REFERENCE_POINTS + EARLY_RECENT_POINTS - 1
+    ends = np.arange(first_end, min(v.size, m_full + ref_full - 1))
+    if ends.size == 0:
+        return None
+    centre, now, sigma, bar = (np.empty(ends.size) for _ in range(4))
+    for row, i in enumerate(ends.tolist()):
+        ref, recent = v[: i - m + 1], v[i - m + 1 : i + 1]
+        centre[row], now[row] = np.median(ref), np.median(recent)
+        spread = float(np.median(np.abs(_detrended(ref[None, :])))) / 0.6745
+        sigma[row] = max(noise_sd(ref), spread, noise_sd(recent), 1e-12)
+        bar[row] = p["drop_sigmas"] * _short_reference(ref.size, int(p["drop_reference"]))
+    fall = centre - now
+    hit = (fall > 0) & (fall >= bar * sigma)
+    if not hit.any():
+        return None
+    under = centre - bar * sigma
+    source = _held(hit, now, under)
+    at_once = fall >= _AT_ONCE * bar * sigma
+    later = v.size - 1 - int(ends[-1])
+    if later:  # past the early windows: open while the recent median stays under its bar
+        tail = np.median(
+            np.lib.stride_tricks.sliding_window_view(v[v.size - later - m + 1 :], m), axis=1
+        )
+        active = int(source[-1])
+        held = (
+            np.zeros(later, dtype=bool)
+            if active < 0
+            else np.logical_and.accumulate(tail < under[active])
+        )
+        source = np.concatenate([source, np.where(held, active, -1)])
+        now = np.concatenate([now, tail])
+        at_once = np.concatenate([at_once, np.zeros(later, dtype=bool)])
+    sustained = at_once[np.maximum(source, 0)]
+    sustained[1:] |= (source[1:] >= 0) & (source[1:] == source[:-1])
+    level = np.zeros(v.size, dtype=np.int8)
+    level[first_end:] = np.where(source >= 0, np.where(sustained, 3, 2), 0)
+
+    def evidence(i: int) -> dict:
+        row = i - first_end
+        j = int(source[row]) if row >= 0 else -1
+        if j < 0:
+            return {}
+        end = int(ends[j])
+        return {"collapse": {"key": key, "reference_level": r(centre[j]), "level_now": r(now[j]),
+                             "fall": r(fall[j]), "fall_sigmas": r(fall[j] / sigma[j], 2),
+                             "noise_sd": r(sigma[j]), "points": m, "earlier_as_low": 0,
+                             "reference_steps": [int(s[0]), int(s[end - m])],
+                             "latest_level": r(float(np.median(v[i - m + 1 : i + 1]))),
+                             "latest_step": int(s[i]), "sustained": bool(sustained[row]),
+                             "early": True}}  # fmt: skip
+
+    return s, level, evidence, False
 
 
 # A fall this many times the collapse bar is critical at its first window (`_collapse`).

@@ -1,0 +1,85 @@
+"""A collapse in a run's first points pages: a learning rate too high shows in the first ten or
+twenty steps, before the full collapse form has its 25-point window (13 logged every 10 steps).
+Until 2026-12-06 a reward falling 0.9 → 0.1 after its 10th step raised nothing until step 30,
+and one falling after its 5th step nothing at all."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from grposcope.diagnostics import RunData
+from grposcope.diagnostics.engine import evaluate
+from grposcope.diagnostics.params import defaults
+from grposcope.diagnostics.rules_drop import reward_drops
+
+
+def _fall(after: int, seed: int, n: int = 80, noise: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
+    s = np.arange(1, n + 1)
+    v = np.where(s <= after, 0.9, 0.1) + np.random.default_rng(seed).normal(0, noise, n)
+    return s, v
+
+
+def _collapse(s: np.ndarray, v: np.ndarray) -> dict[int, tuple[int, dict]]:
+    """Step → (level, collapse evidence) where a collapse form holds."""
+    data = RunData({"reward": (s, v)}, "reward")
+    out: dict[int, tuple[int, dict]] = {}
+    for steps, level, evidence, _ in reward_drops(data, defaults("dynamical_instability")):
+        for i in np.flatnonzero(level):
+            got = evidence(int(i)).get("collapse")
+            if got is not None and out.get(int(steps[i]), (0,))[0] < level[i]:
+                out[int(steps[i])] = (int(level[i]), got)
+    return out
+
+
+@pytest.mark.parametrize("after", [5, 8, 10, 15, 20])
+def test_a_fall_in_the_first_steps_is_critical_within_a_few_points(after: int) -> None:
+    for seed in range(4):
+        s, v = _fall(after, seed)
+        levels = _collapse(s, v)
+        critical = [step for step, (lv, _) in levels.items() if lv == 3]
+        assert critical and min(critical) <= after + 4, (seed, sorted(levels))
+
+
+def test_it_stays_open_while_the_reward_stays_down_and_closes_when_it_comes_back() -> None:
+    s, v = _fall(8, 0)
+    v[40:] = 0.9 + np.random.default_rng(9).normal(0, 0.05, v.size - 40)
+    levels = _collapse(s, v)
+    assert all(step in levels for step in range(12, 40))  # past the early windows (25 points)
+    assert not any(step in levels for step in range(43, 81))
+
+
+def test_the_evidence_names_the_runs_first_points_as_the_reference() -> None:
+    s, v = _fall(8, 0)
+    level, ev = _collapse(s, v)[11]
+    assert ev["early"] is True and ev["reference_steps"] == [1, 8]
+    assert ev["reference_level"] == pytest.approx(0.9, abs=0.05)
+    assert ev["fall_sigmas"] > 6
+
+
+def test_a_rise_or_a_quiet_start_then_normal_noise_raises_nothing() -> None:
+    rng = np.random.default_rng(3)
+    s = np.arange(1, 61)
+    rising = np.clip(0.1 + 0.02 * s, 0, 0.9) + rng.normal(0, 0.05, s.size)
+    assert _collapse(s, rising) == {}
+    # a quantised reward whose first points repeat, then vary as usual (a real run's start:
+    # −0.75, −0.75, −1, −1, then −2.25 … −0.75), is no collapse
+    quiet = np.array([-0.75, -0.75, -1.0, -1.0, -2.25, -1.25, -2.5, -1.5, -1.25, -2.25, -1.0,
+                      -1.25, -2.25, -0.75, -2.0, -1.75, -0.75, -1.25, -0.75, -1.5] * 3)  # fmt: skip
+    assert _collapse(np.arange(1, quiet.size + 1), quiet) == {}
+
+
+def test_a_log_every_ten_steps_pages_from_its_seventh_point() -> None:
+    s = np.arange(10, 310, 10)
+    v = np.where(s <= 40, 0.8, 0.05) + np.random.default_rng(4).normal(0, 0.04, s.size)
+    levels = _collapse(s, v)
+    assert min(step for step, (lv, _) in levels.items() if lv == 3) <= 80
+
+
+def test_the_alert_message_says_where_it_fell_from() -> None:
+    s, v = _fall(10, 1)
+    data = RunData({"reward": (s[:16], v[:16])}, "reward")
+    result = evaluate("dynamical_instability", data, defaults("dynamical_instability"))
+    (episode,) = [e for e in result.episodes if "collapse" in e.evidence]
+    assert episode.severity == "critical"
+    assert "reward collapsed from 0.9" in episode.message and "steps 1–" in episode.message
