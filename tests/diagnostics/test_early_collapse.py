@@ -38,7 +38,8 @@ def test_a_fall_in_the_first_steps_is_critical_within_a_few_points(after: int) -
         s, v = _fall(after, seed)
         levels = _collapse(s, v)
         critical = [step for step, (lv, _) in levels.items() if lv == 3]
-        assert critical and min(critical) <= after + 4, (seed, sorted(levels))
+        # within 5 logged points of the fall's first point (issue #12's clock)
+        assert critical and min(critical) <= after + 6, (seed, sorted(levels))
 
 
 def test_it_stays_open_while_the_reward_stays_down_and_closes_when_it_comes_back() -> None:
@@ -51,8 +52,10 @@ def test_it_stays_open_while_the_reward_stays_down_and_closes_when_it_comes_back
 
 def test_the_evidence_names_the_runs_first_points_as_the_reference() -> None:
     s, v = _fall(8, 0)
-    level, ev = _collapse(s, v)[11]
-    assert ev["early"] is True and ev["reference_steps"] == [1, 8]
+    levels = _collapse(s, v)
+    _, ev = levels[min(levels)]
+    assert ev["early"] is True and ev["reference_steps"][0] == 1 and ev["points"] == 5
+    assert ev["reference_steps"][1] <= 8
     assert ev["reference_level"] == pytest.approx(0.9, abs=0.05)
     assert ev["fall_sigmas"] > 6
 
@@ -62,6 +65,15 @@ def test_a_rise_or_a_quiet_start_then_normal_noise_raises_nothing() -> None:
     s = np.arange(1, 61)
     rising = np.clip(0.1 + 0.02 * s, 0, 0.9) + rng.normal(0, 0.05, s.size)
     assert _collapse(s, rising) == {}
+    # a Tinker run's first 30 points (not learning): a 3-point dip to 0.12 from ~0.42 is its noise
+    tinker = np.array([0.612, 0.42, 0.397, 0.342, 0.143, 0.194, 0.388, 0.436, 0.375, 0.437,
+                       0.513, 0.49, 0.469, 0.193, 0.12, 0.027, 0.504, 0.262, 0.364, 0.093,
+                       0.483, 0.413, 0.206, 0.213, 0.246, 0.17, 0.382, 0.305, 0.434, 0.523])  # fmt: skip
+    assert _collapse(np.arange(tinker.size), tinker) == {}
+    # binomial rewards of one prompt × 8 completions at p = 0.5: ten runs, none pages
+    for seed in range(10):
+        coarse = np.random.default_rng(seed).binomial(8, 0.5, 40) / 8.0
+        assert _collapse(np.arange(1, 41), coarse) == {}, seed
     # a quantised reward whose first points repeat, then vary as usual (a real run's start:
     # −0.75, −0.75, −1, −1, then −2.25 … −0.75), is no collapse
     quiet = np.array([-0.75, -0.75, -1.0, -1.0, -2.25, -1.25, -2.5, -1.5, -1.25, -2.25, -1.0,
@@ -69,11 +81,11 @@ def test_a_rise_or_a_quiet_start_then_normal_noise_raises_nothing() -> None:
     assert _collapse(np.arange(1, quiet.size + 1), quiet) == {}
 
 
-def test_a_log_every_ten_steps_pages_from_its_seventh_point() -> None:
+def test_a_log_every_ten_steps_pages_from_its_ninth_point() -> None:
     s = np.arange(10, 310, 10)
     v = np.where(s <= 40, 0.8, 0.05) + np.random.default_rng(4).normal(0, 0.04, s.size)
     levels = _collapse(s, v)
-    assert min(step for step, (lv, _) in levels.items() if lv == 3) <= 80
+    assert min(step for step, (lv, _) in levels.items() if lv == 3) <= 100
 
 
 def test_the_alert_message_says_where_it_fell_from() -> None:

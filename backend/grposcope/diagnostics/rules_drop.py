@@ -181,9 +181,7 @@ def _range_before(s: np.ndarray, v: np.ndarray, p: Params, m: int, ref_n: int) -
     return span[ends]
 
 
-# The collapse's early form (`_early_collapse`): the recent median of so many points, against a
-# reference of at least EARLY_REFERENCE_POINTS (the run's every point before them).
-EARLY_RECENT_POINTS = 3
+# The fewest points the collapse's early form (`_early_collapse`) takes as its reference.
 EARLY_REFERENCE_POINTS = 4
 
 
@@ -194,26 +192,32 @@ def _early_collapse(key: str, s: np.ndarray, v: np.ndarray, p: Params) -> Sub | 
     A learning rate too high or a broken reward typically shows in the first ten or twenty
     steps: a synthetic run falling 0.9 → 0.1 (16 noise σ) after its 10th step raised nothing
     until step 30, and one falling after its 5th nothing at all (2026-12-06). Here the
-    reference is every point before the last ``EARLY_RECENT_POINTS`` (at least
+    reference is every point before the last ``drop_points`` (at least
     ``EARLY_REFERENCE_POINTS``) and the bar widens with the t-quantile of so short a
-    reference (`_short_reference`); σ is also at least the recent points' own step noise, as
-    the first points of a run are often quieter than the rest (a quantised reward repeating
-    −0.75, −0.75, −1, −1 read σ 0.1, and its next, noisier points a fall of 16 σ). Severity
-    and hold as the full form's: a warning for one window, critical once the next point is
-    still under the bar or where it fell twice the bar, and open while the recent median
-    stays under it (also past the early windows, which end where the full form's begin).
-    Nothing is kept between refits: at most 24 windows, and none once past them."""
-    m_full, ref_full = collapse_windows(s, p)
-    m, first_end = EARLY_RECENT_POINTS, EARLY_REFERENCE_POINTS + EARLY_RECENT_POINTS - 1
-    ends = np.arange(first_end, min(v.size, m_full + ref_full - 1))
+    reference (`_short_reference`). σ is the largest of the full form's two robust estimates,
+    the recent points' own step noise, and two plain ones (the step differences' sd, the sd
+    about the reference's line): on a handful of points a robust σ is itself noisy and often
+    low — a Tinker run's 13 first points read σ 0.09 where its reward moves 0.13 a step, and
+    a 3-point dip to 0.12 paged critical at step 15; with 3 recent points instead of
+    ``drop_points``, binomial rewards of 4–16 completions paged 14 of 1,800 healthy 40-step
+    runs, with both changes 2. Severity and hold as the full form's: a warning for one
+    window, critical once the next point is still under the bar or where it fell twice the
+    bar, and open while the recent median stays under it (also past the early windows, which
+    end where the full form's begin). Nothing is kept between refits: at most 24 windows,
+    and none once past them."""
+    m, ref_full = collapse_windows(s, p)
+    first_end = EARLY_REFERENCE_POINTS + m - 1
+    ends = np.arange(first_end, min(v.size, m + ref_full - 1))
     if ends.size == 0:
         return None
     centre, now, sigma, bar = (np.empty(ends.size) for _ in range(4))
     for row, i in enumerate(ends.tolist()):
         ref, recent = v[: i - m + 1], v[i - m + 1 : i + 1]
         centre[row], now[row] = np.median(ref), np.median(recent)
-        spread = float(np.median(np.abs(_detrended(ref[None, :])))) / 0.6745
-        sigma[row] = max(noise_sd(ref), spread, noise_sd(recent), 1e-12)
+        residual = _detrended(ref[None, :])[0]
+        sigma[row] = max(noise_sd(ref), float(np.median(np.abs(residual))) / 0.6745,
+                         noise_sd(recent), float(np.std(np.diff(ref), ddof=1)) / math.sqrt(2.0),
+                         _line_sd(ref), 1e-12)  # fmt: skip
         bar[row] = p["drop_sigmas"] * _short_reference(ref.size, int(p["drop_reference"]))
     fall = centre - now
     hit = (fall > 0) & (fall >= bar * sigma)
@@ -256,6 +260,13 @@ def _early_collapse(key: str, s: np.ndarray, v: np.ndarray, p: Params) -> Sub | 
                              "early": True}}  # fmt: skip
 
     return s, level, evidence, False
+
+
+def _line_sd(x: np.ndarray) -> float:
+    """The sd of ``x`` about its least-squares line (n − 2 degrees of freedom)."""
+    k = np.arange(x.size, dtype=np.float64)
+    slope, icpt = np.polyfit(k, x, 1)
+    return float(np.sqrt(np.sum((x - (slope * k + icpt)) ** 2) / max(x.size - 2, 1)))
 
 
 # A fall this many times the collapse bar is critical at its first window (`_collapse`).
