@@ -70,3 +70,20 @@ def test_the_one_window_warning_says_what_would_make_it_critical() -> None:
     assert episode.severity == "warning" and episode.evidence["collapse"]["sustained"] is False
     assert "one window so far: critical if the next point is still under the bar" in episode.message
     assert "not a collapse yet" not in episode.message
+
+
+def test_a_fall_to_where_the_rewards_outliers_lay_pages_once_it_stays_there() -> None:
+    """A reward scoring exactly 0 on about one step in eight (all completions wrong) bunches
+    those zeros by chance: a warning ("been that low"). A fall to 0 that stays is no such
+    cluster, and pages critical (before 2026-12-06 it stayed a warning for as long as the
+    reward stayed down)."""
+    for seed in range(5):
+        rng = np.random.default_rng(seed)
+        s = np.arange(1, 301)
+        v = 0.8 + rng.normal(0, 0.05, s.size)
+        v[rng.random(s.size) < 0.12] = 0.0
+        v[200:] = np.abs(rng.normal(0, 0.03, 100))
+        levels = _collapse(s, v)
+        assert all(lv == 2 for step, lv in levels.items() if step < 200), (seed, levels)
+        critical = [step for step, lv in levels.items() if lv == 3]
+        assert critical and min(critical) <= 212, (seed, levels)

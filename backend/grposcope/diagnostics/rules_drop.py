@@ -45,7 +45,14 @@ from scipy.stats import t as student_t
 
 from grposcope.diagnostics.data import RunData, component_keys
 from grposcope.diagnostics.memo import scope
-from grposcope.diagnostics.signal import noise_sd, points, r, streak_chance, trailing_mean
+from grposcope.diagnostics.signal import (
+    cluster_chance,
+    noise_sd,
+    points,
+    r,
+    streak_chance,
+    trailing_mean,
+)
 from grposcope.diagnostics.types import Sub
 from grposcope.dynamics.smoothing import step_spacing
 
@@ -138,6 +145,7 @@ def _collapse(key: str, s: np.ndarray, v: np.ndarray, p: Params,
     sustained = fall >= _AT_ONCE * bar * np.maximum(sigma, 1e-12)
     sustained = sustained[np.maximum(source, 0)]
     sustained[1:] |= (source[1:] >= 0) & (source[1:] == source[:-1])
+    seen &= ~_too_dense(v, source, centre, centre - bar * sigma, m, ref_n, p["flatline_chance"])
     level = np.zeros(v.size, dtype=np.int8)
     level[m + ref_n - 1 :] = np.where(source >= 0, np.where(seen | ~sustained, 2, 3), 0)
 
@@ -162,6 +170,32 @@ def _collapse(key: str, s: np.ndarray, v: np.ndarray, p: Params,
                              "sustained": bool(sustained[row])}}  # fmt: skip
 
     return s, level, evidence, False
+
+
+def _too_dense(v: np.ndarray, source: np.ndarray, centre: np.ndarray, under: np.ndarray,
+               m: int, ref_n: int, chance: float) -> np.ndarray:  # fmt: skip
+    """Per collapse window: whether the points under the bar since the collapse opened are
+    more than the run's own history of such values explains — the chance of that many of
+    them (`signal.cluster_chance`, over the 3 reference windows before it, counting values
+    after the reward first reached the reference level, as ``earlier_as_low`` does), times
+    the places such a cluster could have started, ≤ ``chance``. A reward with outliers that
+    low bunches them by chance for a window or two; a fall that stays down is no such
+    cluster. Before 2026-12-06 the "been that low" warning held for as long as the
+    collapse: a from-scratch loop of one prompt × 8 completions a step, whose reward scored
+    exactly 0 on one step in ten, fell 0.88 → 0 from step 250 and stayed there for 40
+    steps, and it never paged."""
+    out = np.zeros(source.size, dtype=bool)
+    reached_before = np.concatenate([[-np.inf], np.maximum.accumulate(v)[:-1]])
+    for j in np.unique(source[source >= 0]).tolist():
+        rows = np.flatnonzero(source == j)
+        start, lo = j + ref_n, max(0, j - 2 * ref_n)
+        hist = v[lo:start][reached_before[lo:start] >= centre[j]]
+        k = int(np.count_nonzero(hist <= under[j]))
+        low = np.cumsum(v[start : rows[-1] + m + ref_n] <= under[j])
+        ends = rows + m - 1 - j  # each row's last recent point, from `start`
+        odds = cluster_chance(low[ends], ends + 1, k, hist.size) * (start + 1)
+        out[rows] = odds <= chance
+    return out
 
 
 def _range_before(s: np.ndarray, v: np.ndarray, p: Params, m: int, ref_n: int) -> np.ndarray:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from scipy.special import betaln
+from scipy.stats import betabinom
 
 from grposcope.dynamics.smoothing import last_index_at, robust_noise, step_spacing
 
@@ -141,3 +142,10 @@ def streak_chance(k: Any, n: Any, length: Any) -> Any:
     point where Jeffreys' needs six (tests/diagnostics/test_rules.py). Element-wise on arrays."""
     a, b = np.add(k, 0.5), np.subtract(n, k) + 0.5
     return np.exp(betaln(a + length, b) - betaln(a, b))
+
+
+def cluster_chance(low: Any, points: Any, k: Any, n: Any) -> Any:
+    """The chance that at least `low` of `points` more points fall among values seen k times
+    in n earlier points: the beta-binomial tail under the same Jeffreys posterior of their
+    share as `streak_chance` (a streak is the case low = points). Element-wise on arrays."""
+    return betabinom.sf(np.subtract(low, 1), points, np.add(k, 0.5), np.subtract(n, k) + 0.5)
