@@ -95,3 +95,22 @@ def test_the_alert_message_says_where_it_fell_from() -> None:
     (episode,) = [e for e in result.episodes if "collapse" in e.evidence]
     assert episode.severity == "critical"
     assert "reward collapsed from 0.9" in episode.message and "steps 1–" in episode.message
+
+
+def test_a_reference_of_one_exact_value_is_not_judged() -> None:
+    # a reward saturated at exactly 1.0, then 0.97–0.99: its noise is unknown, no collapse
+    saturated = [1.0] * 10 + [0.98, 0.97, 0.99, 0.98, 0.97] + [1.0] * 10
+    assert _collapse(np.arange(1, 26), np.array(saturated)) == {}
+
+
+def test_a_fall_to_where_one_early_outlier_lay_is_a_warning() -> None:
+    # one prompt × 4 completions at 97 %: 1.0 but for one 0.75, then three 0.75s in a row
+    # (24 points: the early windows only; the full form judges from the 25th on)
+    v = np.array([1.0] * 4 + [0.75] + [1.0] * 14 + [0.75] * 3 + [1.0] * 2)
+    levels = _collapse(np.arange(1, v.size + 1), v)
+    assert levels and all(lv == 2 for lv, _ in levels.values()), levels
+    assert all(ev["earlier_as_low"] == 1 for _, ev in levels.values())
+    data = RunData({"reward": (np.arange(1, v.size + 1), v)}, "reward")
+    result = evaluate("dynamical_instability", data, defaults("dynamical_instability"))
+    (episode,) = [e for e in result.episodes if "collapse" in e.evidence]
+    assert "1 of the points before it lay as low too" in episode.message

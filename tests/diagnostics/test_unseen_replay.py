@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from grposcope.diagnostics.rules_drop import EARLY_REFERENCE_POINTS
 from tests.fixtures.bench_modules import load
 
 # A collapse must page within this many logged points of its fall first exceeding 3 noise σ
@@ -19,9 +20,9 @@ from tests.fixtures.bench_modules import load
 # the labelled fall (a fall from step 1 has no level to fall from).
 PAGE_WITHIN = 5
 MIN_POINTS_BEFORE = 20
-# The fewest points before a fall for the reward rules to have a level it fell from (the
-# collapse's shortest reference, rules_drop.MIN_REFERENCE_POINTS).
-MIN_REFERENCE_POINTS = 8
+# The fewest points before a fall for the reward rules to have a level it fell from: the
+# collapse's early form's shortest reference (8, the full form's, until 2026-12-06).
+MIN_REFERENCE_POINTS = EARLY_REFERENCE_POINTS
 
 
 @pytest.fixture(scope="module")
@@ -65,10 +66,10 @@ def test_the_unseen_collapses_page_critical_and_every_fall_is_flagged(replayed) 
         run = res["run"]
         at = int(np.searchsorted(run.steps, step))
         if at < MIN_REFERENCE_POINTS and not res["episodes"]:
-            # a fall at one of the first few logged points has no level to fall from: a
-            # vision DAPO run's reward fell 3.0 → 0.5 from its 6th point (harvest5) and raised
-            # nothing; docs/alerts.md reports it. The rest of its kind are flagged otherwise
-            # (a verl run scoring −1 from step 3: advantage_degeneracy).
+            # a fall at one of the first few logged points has no level to fall from (a verl
+            # run scoring −1 from step 3, harvest5, is flagged by advantage_degeneracy; a
+            # vision DAPO run's fall 3.0 → 0.5 from its 6th point raised nothing before the
+            # collapse's early form, 2026-12-06)
             continue
         assert res["episodes"], f"{run.name} raised nothing"
         if kind != "collapse" or at < MIN_POINTS_BEFORE:

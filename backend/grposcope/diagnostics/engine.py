@@ -240,7 +240,8 @@ def _collapse(c: Mapping[str, Any], flat: Mapping[str, Any] | None) -> str:
         text += (f"; exactly {flat['value']} for {_last(flat['points'], 'point')}, since step "
                  f"{flat['since_step']}: every group scores the same")  # fmt: skip
     low = c.get("earlier_as_low")
-    if low is not None and low >= (m + 1) // 2:  # the rule's warning form (rules_drop)
+    as_often = 1 if c.get("early") else (m + 1) // 2  # the rule's warning form (rules_drop)
+    if low is not None and low >= as_often:
         text += (f"; but {low} of the points before it lay as low too: likely the run's own "
                  "outliers bunching, not a collapse yet")  # fmt: skip
     elif c.get("sustained") is False:  # the other warning form: one window so far

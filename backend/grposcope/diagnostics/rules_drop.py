@@ -234,7 +234,9 @@ def _early_collapse(key: str, s: np.ndarray, v: np.ndarray, p: Params) -> Sub | 
     low — a Tinker run's 13 first points read σ 0.09 where its reward moves 0.13 a step, and
     a 3-point dip to 0.12 paged critical at step 15; with 3 recent points instead of
     ``drop_points``, binomial rewards of 4–16 completions paged 14 of 1,800 healthy 40-step
-    runs, with both changes 2. Severity and hold as the full form's: a warning for one
+    runs, with both changes 2. A reference of one exact value (a reward saturated at 1.0, or
+    0 on every early step) is not judged: its noise is unknown, and a dip to 0.97–0.99 after
+    ten steps at exactly 1.0 paged critical. Severity and hold as the full form's: a warning for one
     window, critical once the next point is still under the bar or where it fell twice the
     bar, and open while the recent median stays under it (also past the early windows, which
     end where the full form's begin). Nothing is kept between refits: at most 24 windows,
@@ -244,14 +246,16 @@ def _early_collapse(key: str, s: np.ndarray, v: np.ndarray, p: Params) -> Sub | 
     ends = np.arange(first_end, min(v.size, m + ref_full - 1))
     if ends.size == 0:
         return None
-    centre, now, sigma, bar = (np.empty(ends.size) for _ in range(4))
+    centre, now, sigma, bar, as_low = (np.empty(ends.size) for _ in range(5))
     for row, i in enumerate(ends.tolist()):
         ref, recent = v[: i - m + 1], v[i - m + 1 : i + 1]
         centre[row], now[row] = np.median(ref), np.median(recent)
         residual = _detrended(ref[None, :])[0]
-        sigma[row] = max(noise_sd(ref), float(np.median(np.abs(residual))) / 0.6745,
-                         noise_sd(recent), float(np.std(np.diff(ref), ddof=1)) / math.sqrt(2.0),
-                         _line_sd(ref), 1e-12)  # fmt: skip
+        own = max(noise_sd(ref), float(np.median(np.abs(residual))) / 0.6745,
+                  float(np.std(np.diff(ref), ddof=1)) / math.sqrt(2.0), _line_sd(ref))  # fmt: skip
+        # a reference of one exact value says nothing of the reward's noise: no judgement
+        sigma[row] = max(own, noise_sd(recent)) if np.ptp(ref) > 0 else np.inf
+        as_low[row] = np.count_nonzero(ref <= now[row])
         bar[row] = p["drop_sigmas"] * _short_reference(ref.size, int(p["drop_reference"]))
     fall = centre - now
     hit = (fall > 0) & (fall >= bar * sigma)
@@ -277,7 +281,11 @@ def _early_collapse(key: str, s: np.ndarray, v: np.ndarray, p: Params) -> Sub | 
     sustained = at_once[np.maximum(source, 0)]
     sustained[1:] |= (source[1:] >= 0) & (source[1:] == source[:-1])
     level = np.zeros(v.size, dtype=np.int8)
-    level[first_end:] = np.where(source >= 0, np.where(sustained, 3, 2), 0)
+    # a warning where the reference already held a value that low: on so few points one is
+    # the reward's own outlier (a reward at 1.0 but for one 0.75 in 20, then three 0.75s in a
+    # row — one prompt × 4 completions at 97 % — paged critical in 4 of 200 such runs)
+    seen = as_low[np.maximum(source, 0)] >= 1
+    level[first_end:] = np.where(source >= 0, np.where(sustained & ~seen, 3, 2), 0)
 
     def evidence(i: int) -> dict:
         row = i - first_end
@@ -287,7 +295,7 @@ def _early_collapse(key: str, s: np.ndarray, v: np.ndarray, p: Params) -> Sub | 
         end = int(ends[j])
         return {"collapse": {"key": key, "reference_level": r(centre[j]), "level_now": r(now[j]),
                              "fall": r(fall[j]), "fall_sigmas": r(fall[j] / sigma[j], 2),
-                             "noise_sd": r(sigma[j]), "points": m, "earlier_as_low": 0,
+                             "noise_sd": r(sigma[j]), "points": m, "earlier_as_low": int(as_low[j]),
                              "reference_steps": [int(s[0]), int(s[end - m])],
                              "latest_level": r(float(np.median(v[i - m + 1 : i + 1]))),
                              "latest_step": int(s[i]), "sustained": bool(sustained[row]),
