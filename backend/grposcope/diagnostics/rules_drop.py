@@ -181,20 +181,23 @@ def _too_dense(v: np.ndarray, source: np.ndarray, centre: np.ndarray, under: np.
     the places such a cluster could have started, ≤ ``chance``. A reward with outliers that
     low bunches them by chance for a window or two; a fall that stays down is no such
     cluster. Before 2026-12-06 the "been that low" warning held for as long as the
-    collapse: a from-scratch loop of one prompt × 8 completions a step, whose reward scored
-    exactly 0 on one step in ten, fell 0.88 → 0 from step 250 and stayed there for 40
-    steps, and it never paged."""
+    collapse: a synthetic reward at 0.8 that scored exactly 0 on one step in eight fell to 0
+    and stayed there, and it never paged (tests/diagnostics/test_collapse_sustained.py).
+    Each collapse is a contiguous stretch of windows with one source: one pass over them."""
     out = np.zeros(source.size, dtype=bool)
     reached_before = np.concatenate([[-np.inf], np.maximum.accumulate(v)[:-1]])
-    for j in np.unique(source[source >= 0]).tolist():
-        rows = np.flatnonzero(source == j)
+    edges = np.append(np.flatnonzero(np.diff(source, prepend=-2) != 0), source.size)
+    for a, b in zip(edges[:-1].tolist(), edges[1:].tolist(), strict=True):
+        j = int(source[a])
+        if j < 0:
+            continue
         start, lo = j + ref_n, max(0, j - 2 * ref_n)
         hist = v[lo:start][reached_before[lo:start] >= centre[j]]
         k = int(np.count_nonzero(hist <= under[j]))
-        low = np.cumsum(v[start : rows[-1] + m + ref_n] <= under[j])
-        ends = rows + m - 1 - j  # each row's last recent point, from `start`
+        low = np.cumsum(v[start : b - 1 + m + ref_n] <= under[j])
+        ends = np.arange(a, b) + m - 1 - j  # each row's last recent point, from `start`
         odds = cluster_chance(low[ends], ends + 1, k, hist.size) * (start + 1)
-        out[rows] = odds <= chance
+        out[a:b] = odds <= chance
     return out
 
 
