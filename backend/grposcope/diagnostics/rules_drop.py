@@ -249,17 +249,9 @@ def _early_collapse(key: str, s: np.ndarray, v: np.ndarray, p: Params) -> Sub | 
     ends = np.arange(first_end, min(v.size, m + ref_full - 1))
     if ends.size == 0:
         return None
-    centre, now, sigma, bar, as_low = (np.empty(ends.size) for _ in range(5))
-    for row, i in enumerate(ends.tolist()):
-        ref, recent = v[: i - m + 1], v[i - m + 1 : i + 1]
-        centre[row], now[row] = np.median(ref), np.median(recent)
-        residual = _detrended(ref[None, :])[0]
-        own = max(noise_sd(ref), float(np.median(np.abs(residual))) / 0.6745,
-                  float(np.std(np.diff(ref), ddof=1)) / math.sqrt(2.0), _line_sd(ref))  # fmt: skip
-        # a reference of one exact value says nothing of the reward's noise: no judgement
-        sigma[row] = max(own, noise_sd(recent)) if np.ptp(ref) > 0 else np.inf
-        as_low[row] = np.count_nonzero(ref <= now[row])
-        bar[row] = p["drop_sigmas"] * _short_reference(ref.size, int(p["drop_reference"]))
+    sigmas, full = p["drop_sigmas"], int(p["drop_reference"])
+    first = tuple(v[: int(ends[-1]) + 1].tolist())
+    centre, now, sigma, bar, as_low = _early_windows(first, m, first_end, sigmas, full)
     fall = centre - now
     hit = (fall > 0) & (fall >= bar * sigma)
     if not hit.any():
@@ -305,6 +297,29 @@ def _early_collapse(key: str, s: np.ndarray, v: np.ndarray, p: Params) -> Sub | 
                              "early": True}}  # fmt: skip
 
     return s, level, evidence, False
+
+
+@functools.lru_cache(maxsize=256)  # a run's first points are judged again at every refit
+def _early_windows(values: tuple[float, ...], m: int, first_end: int, sigmas: float,
+                   full: int) -> tuple[np.ndarray, ...]:  # fmt: skip
+    """(reference median, recent median, σ, bar in σ, reference values as low) of the early
+    windows ending at ``first_end`` … the last of ``values`` (`_early_collapse`), read-only."""
+    v = np.asarray(values)
+    rows = v.size - first_end
+    centre, now, sigma, bar, as_low = (np.empty(rows) for _ in range(5))
+    for row, i in enumerate(range(first_end, v.size)):
+        ref, recent = v[: i - m + 1], v[i - m + 1 : i + 1]
+        centre[row], now[row] = np.median(ref), np.median(recent)
+        residual = _detrended(ref[None, :])[0]
+        own = max(noise_sd(ref), float(np.median(np.abs(residual))) / 0.6745,
+                  float(np.std(np.diff(ref), ddof=1)) / math.sqrt(2.0), _line_sd(ref))  # fmt: skip
+        # a reference of one exact value says nothing of the reward's noise: no judgement
+        sigma[row] = max(own, noise_sd(recent)) if np.ptp(ref) > 0 else np.inf
+        as_low[row] = np.count_nonzero(ref <= now[row])
+        bar[row] = sigmas * _short_reference(ref.size, full)
+    for a in (centre, now, sigma, bar, as_low):
+        a.setflags(write=False)
+    return centre, now, sigma, bar, as_low
 
 
 def _line_sd(x: np.ndarray) -> float:
