@@ -90,7 +90,7 @@ RULES: dict[str, dict[str, Param]] = {
             100.0, 1.0, 1e12, "flat-line chance threshold × this while a precursor is open"
         ),
         "flatline_chance": Param(
-            1e-3, 1e-12, 0.5, "chance of such a floor streak anywhere in the run: critical"
+            1e-3, 1e-12, 0.5, "chance of a floor streak or collapse cluster in a run: critical"
         ),
         "drift_points": Param(30, 8, 1_000_000, "fewest points the drift slope is fit on", True),
         "zero_grad_points": Param(
