@@ -42,3 +42,23 @@ def test_entropy_explosion_under_a_loop_s_own_key_warns(api):
     assert alert["severity"] == "warning"
     assert alert["evidence"]["precursor"] == "entropy_explosion"
     assert alert["evidence"]["entropy_key"] == "train/token_entropy"
+
+
+def test_a_collapse_in_the_first_steps_pages_live(api):
+    """A learning rate too high shows in the first ten steps, before the full collapse window
+    (25 points) exists: the early form pages it as the batches arrive."""
+    run = make_run(api, api.alpha)
+    rng = np.random.default_rng(3)
+    reward = np.where(np.arange(1, 21) <= 8, 0.85, 0.05) + rng.normal(0, 0.04, 20)
+    worker = worker_for(api)
+    send(api, api.alpha, run["id"], list(range(1, 9)), rollout__reward=reward[:8])
+    drain(worker)
+    assert "dynamical_instability" not in _alerts(api, run["id"])
+    for end in (11, 14):  # the trainer's next two batches
+        send(api, api.alpha, run["id"], list(range(end - 2, end + 1)),
+             rollout__reward=reward[end - 3 : end])  # fmt: skip
+        drain(worker)
+    alert = _alerts(api, run["id"])["dynamical_instability"]
+    assert alert["severity"] == "critical" and alert["opened_step"] <= 14
+    assert alert["evidence"]["collapse"]["early"] is True
+    assert alert["evidence"]["collapse"]["reference_steps"][0] == 1
