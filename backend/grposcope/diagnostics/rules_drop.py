@@ -239,11 +239,12 @@ def _early_collapse(key: str, s: np.ndarray, v: np.ndarray, p: Params) -> Sub | 
     ``drop_points``, binomial rewards of 4–16 completions paged 14 of 1,800 healthy 40-step
     runs, with both changes 2. A reference of one exact value (a reward saturated at 1.0, or
     0 on every early step) is not judged: its noise is unknown, and a dip to 0.97–0.99 after
-    ten steps at exactly 1.0 paged critical. Severity and hold as the full form's: a warning for one
-    window, critical once the next point is still under the bar or where it fell twice the
-    bar, and open while the recent median stays under it (also past the early windows, which
-    end where the full form's begin). Nothing is kept between refits: at most 24 windows,
-    and none once past them."""
+    ten steps at exactly 1.0 paged critical. Severity and hold as the full form's: a warning
+    for one window, critical once the next point is still under the bar or where it fell
+    twice the bar, and open while the recent median stays under it (also past the early
+    windows, which end where the full form's begin); a warning, though, where a reference
+    value lay as low already. The early windows (at most 24) are computed once for a run's
+    first points (`_early_windows`); a refit then only checks whether a collapse still holds."""
     m, ref_full = collapse_windows(s, p)
     first_end = EARLY_REFERENCE_POINTS + m - 1
     ends = np.arange(first_end, min(v.size, m + ref_full - 1))
