@@ -87,3 +87,46 @@ def test_a_fall_to_where_the_rewards_outliers_lay_pages_once_it_stays_there() ->
         assert all(lv == 2 for step, lv in levels.items() if step < 200), (seed, levels)
         critical = [step for step, lv in levels.items() if lv == 3]
         assert critical and min(critical) <= 212, (seed, levels)
+
+
+def test_a_saturated_coarse_reward_s_chance_cluster_is_no_collapse() -> None:
+    """One prompt × 2–4 completions a step at 97 %: mostly exactly 1.0, now and then 0.5 or
+    0.75. Three such steps in five, with one or two of them in the 60 steps before (or none,
+    the 60 all exactly 1.0: σ 0), paged critical on 6 of 120 synthetic 200-step runs until
+    2026-12-06: they are the reward's own outliers unless they come denser than its history
+    explains."""
+    paged = []
+    for completions in (2, 4):
+        rng = np.random.default_rng(7)
+        for run in range(60):
+            v = rng.binomial(completions, 0.97, 200) / completions
+            levels = _collapse(np.arange(1, 201), v)
+            if 3 in levels.values():
+                paged.append((completions, run))
+    assert paged == []
+
+
+def test_a_collapse_with_one_earlier_outlier_as_low_still_pages() -> None:
+    for seed in range(5):
+        rng = np.random.default_rng(seed)
+        s = np.arange(1, 241)
+        v = 0.8 + rng.normal(0, 0.05, s.size)
+        v[150] = 0.1
+        v[190:] = 0.1 + rng.normal(0, 0.02, 50)
+        levels = _collapse(s, v)
+        critical = [step for step, lv in levels.items() if lv == 3 and step > 190]
+        assert critical and min(critical) <= 198, (seed, levels)
+
+
+def test_a_fall_from_one_exact_value_is_a_warning_that_says_why() -> None:
+    s = np.arange(1, 101)
+    v = np.ones(s.size)
+    v[[10, 30]] = 0.75
+    v[95:98] = 0.75  # three of the last five steps, after 60 steps at exactly 1.0
+    data = RunData({"reward": (s, v)}, "reward")
+    result = evaluate("dynamical_instability", data, defaults("dynamical_instability"))
+    (episode,) = [e for e in result.episodes if "collapse" in e.evidence]
+    collapse = episode.evidence["collapse"]
+    assert episode.severity == "warning" and collapse["outliers"] is True
+    assert collapse["noise_sd"] == 0 and "None" not in episode.message
+    assert "repeated one exact value, so their noise is unknown" in episode.message

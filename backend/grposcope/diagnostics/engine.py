@@ -231,8 +231,10 @@ def _collapse(c: Mapping[str, Any], flat: Mapping[str, Any] | None) -> str:
     ref = c["reference_level"]
     if c.get("reference_steps"):
         ref = f"{ref} (median of {_steps(c['reference_steps'])})"
+    sigmas = c.get("fall_sigmas")
+    size = f"{sigmas} noise σ" if sigmas is not None else "no noise before it to measure it by"
     text = (f"{c['key']} collapsed from {ref} to {c['level_now']} in "
-            f"{_last(m, 'point', 'next')} ({c['fall_sigmas']} noise σ)")  # fmt: skip
+            f"{_last(m, 'point', 'next')} ({size})")  # fmt: skip
     latest = c.get("latest_level")
     if latest is not None and latest != c["level_now"]:
         text += f"; {latest} at step {c['latest_step']} (median of {_last(m, 'point')})"
@@ -240,10 +242,13 @@ def _collapse(c: Mapping[str, Any], flat: Mapping[str, Any] | None) -> str:
         text += (f"; exactly {flat['value']} for {_last(flat['points'], 'point')}, since step "
                  f"{flat['since_step']}: every group scores the same")  # fmt: skip
     low = c.get("earlier_as_low")
-    as_often = 1 if c.get("early") else (m + 1) // 2  # the rule's warning form (rules_drop)
-    if low is not None and low >= as_often:
+    outliers = c.get("outliers", bool(low and low >= (m + 1) // 2))  # stored before 2026-12-06
+    if outliers and low:  # the rule's warning forms (rules_drop): been that low before
         text += (f"; but {low} of the points before it lay as low too: likely the run's own "
                  "outliers bunching, not a collapse yet")  # fmt: skip
+    elif outliers:  # σ 0: the reference repeated one exact value
+        text += ("; the points before it repeated one exact value, so their noise is unknown: "
+                 "critical once more points stay under it than chance explains")  # fmt: skip
     elif c.get("sustained") is False:  # the other warning form: one window so far
         text += "; one window so far: critical if the next point is still under the bar"
     return text

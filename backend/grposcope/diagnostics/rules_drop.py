@@ -129,12 +129,17 @@ def _collapse(key: str, s: np.ndarray, v: np.ndarray, p: Params,
     if kept is not None:
         kept[state] = {"rows": rows, "centre": centre, "now": now, "sigma": sigma,
                        "as_low": as_low, "lag": lag, "source": source}  # fmt: skip
-    # Critical where the run had fewer earlier values that low than the recent median needs
-    # (it is new ground); a warning where the run had been there as often: its outliers.
+    # Critical where none of the earlier values lay that low (it is new ground); a warning
+    # where the run had been there: its outliers, unless they now come denser than its history
+    # explains (`_too_dense`). Until 2026-12-06 new ground was fewer such values than the
+    # recent median needs (3): a reward of one prompt × 2–4 completions at 97 %, exactly 1.0
+    # but for a 0.5 or 0.75 now and then, paged critical on 6 of 120 synthetic 200-step runs for
+    # three such steps in five. A reference of one exact value with no such value in its
+    # history (σ 0: its noise unknown) is no new ground either, for the same runs.
     # Judged at every window since the one the collapse opened in, and critical from the first
     # that is new ground: a run falling back to where it started before its rise had "been
     # that low" only in the history of the first windows, which still held the rise's start.
-    new_ground = np.concatenate([[0], np.cumsum(as_low < (m + 1) // 2)])
+    new_ground = np.concatenate([[0], np.cumsum((as_low < 1) & (sigma > 0))])
     rows_now = np.arange(source.size)
     seen = new_ground[rows_now + 1] - new_ground[np.maximum(source, 0)] == 0
     # Critical once it has held for a second window (one more logged point under the bar), or
@@ -167,7 +172,9 @@ def _collapse(key: str, s: np.ndarray, v: np.ndarray, p: Params,
                              "latest_level": r(float(np.median(v[i - m + 1 : i + 1]))),
                              "latest_step": int(s[i]),
                              # held a second window, or fell twice the bar: what makes it critical
-                             "sustained": bool(sustained[row])}}  # fmt: skip
+                             "sustained": bool(sustained[row]),
+                             # a warning as the run's own outliers (been that low, or σ 0)
+                             "outliers": bool(seen[row])}}  # fmt: skip
 
     return s, level, evidence, False
 
@@ -295,7 +302,7 @@ def _early_collapse(key: str, s: np.ndarray, v: np.ndarray, p: Params) -> Sub | 
                              "reference_steps": [int(s[0]), int(s[end - m])],
                              "latest_level": r(float(np.median(v[i - m + 1 : i + 1]))),
                              "latest_step": int(s[i]), "sustained": bool(sustained[row]),
-                             "early": True}}  # fmt: skip
+                             "outliers": bool(seen[row]), "early": True}}  # fmt: skip
 
     return s, level, evidence, False
 
