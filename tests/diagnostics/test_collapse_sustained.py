@@ -130,3 +130,12 @@ def test_a_fall_from_one_exact_value_is_a_warning_that_says_why() -> None:
     assert episode.severity == "warning" and collapse["outliers"] is True
     assert collapse["noise_sd"] == 0 and "None" not in episode.message
     assert "repeated one exact value, so their noise is unknown" in episode.message
+
+
+def test_a_collapse_from_one_exact_value_still_pages() -> None:
+    """σ 0 makes a fall the run's outliers at first (above); a fall to 0.1 that stays is
+    denser than anything its history explains, and pages a point later."""
+    v = np.ones(120)
+    v[100:] = 0.1 + np.random.default_rng(0).normal(0, 0.02, 20)
+    levels = _collapse(np.arange(1, 121), v)
+    assert min(levels) == 103 and levels[103] == 2 and levels[104] == 3, levels

@@ -16,8 +16,10 @@ forms measure a fall against the reward's own recent level and its own step nois
   that rose 0.2 → 0.8 and fell to 0 fourteen steps later read σ 0.37 and a fall of 2σ). It
   is critical from the first window that is new ground (see below). It opens at once
   (the points already confirm it), so it fires within a few logged points of the fall. It is
-  a warning where the 3 reference windows already held as many values that low as the
-  recent median needs: a heavy-tailed reward's own outliers, clustered by chance.
+  a warning where the 3 reference windows already held a value that low, or repeated one
+  exact value (σ 0): a heavy-tailed or coarse reward's own outliers, clustered by chance —
+  until more points stay under the bar than its history explains (`_too_dense`). Before
+  the full window exists, an early form judges the run's first points (`_early_collapse`).
 - **flat line at the floor** (critical): the reward (or a component) has repeated one value,
   at or below every earlier value and below their median, for so many points in a row that its
   own history makes the streak implausible as noise: with that value seen in a share f of the
@@ -200,8 +202,8 @@ def _too_dense(v: np.ndarray, source: np.ndarray, centre: np.ndarray, under: np.
             continue
         start, lo = j + ref_n, max(0, j - 2 * ref_n)
         hist = v[lo:start][reached_before[lo:start] >= centre[j]]
-        k = int(np.count_nonzero(hist <= under[j]))
-        low = np.cumsum(v[start : b - 1 + m + ref_n] <= under[j])
+        k = int(np.count_nonzero(hist < under[j]))  # strictly: with σ 0 the bar is the level
+        low = np.cumsum(v[start : b - 1 + m + ref_n] < under[j])
         ends = np.arange(a, b) + m - 1 - j  # each row's last recent point, from `start`
         odds = cluster_chance(low[ends], ends + 1, k, hist.size) * (start + 1)
         out[a:b] = odds <= chance
