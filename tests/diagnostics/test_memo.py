@@ -12,6 +12,8 @@ import pytest
 from grposcope.diagnostics import RunData, evaluate_all
 from grposcope.diagnostics.memo import RuleMemo, RuleMemos
 from grposcope.diagnostics.noise import causal_window_se
+from grposcope.diagnostics.params import defaults
+from grposcope.diagnostics.rules_drop import reward_drops
 from grposcope.diagnostics.signal import trailing_median
 
 
@@ -186,3 +188,22 @@ def test_one_evaluation_computes_a_shared_quantity_once_per_array():
     assert replace(data).once("k", lambda: 10, anchor=v) == 10  # a new evaluation
     shared = data.once("d", lambda: {"a": np.zeros(3), "n": 1})
     assert not shared["a"].flags.writeable  # a shared result's arrays are read-only
+
+
+def test_collapse_verdicts_from_a_memo_equal_a_fresh_evaluation() -> None:
+    """A reward with outliers at 0 (one step in eight) bunches them into collapse warnings
+    all run long, and then falls to 0 for good: the cluster test's verdicts kept by the memo
+    (`rules_drop._too_dense`) are those a fresh evaluation gives, at every refit."""
+    rng = np.random.default_rng(0)
+    s = np.arange(1, 1501)
+    v = 0.8 + rng.normal(0, 0.05, s.size)
+    v[rng.random(s.size) < 0.12] = 0.0
+    v[1000:1200] = np.abs(rng.normal(0, 0.03, 200))
+    memo, p = RuleMemo(), defaults("dynamical_instability")
+    critical = False
+    for k in range(100, s.size + 1, 37):
+        warm = reward_drops(RunData({"reward": (s[:k], v[:k])}, "reward", memo=memo), p)
+        cold = reward_drops(RunData({"reward": (s[:k], v[:k])}, "reward"), p)
+        assert [w[1].tolist() for w in warm] == [c[1].tolist() for c in cold], k
+        critical |= any((w[1][1000:] == 3).any() for w in warm)
+    assert critical  # the fall that stays is judged dense, from the memo too
