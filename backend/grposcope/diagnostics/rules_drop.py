@@ -149,9 +149,7 @@ def _collapse(key: str, s: np.ndarray, v: np.ndarray, p: Params,
     # reward's low batches just over the bar is gone at the next point (a custom loop's
     # 4-prompt batches, 3.06 σ down for the one window 120-124 of 500 steps and back at 125,
     # paged critical). A log every 10 steps sees the no-clip collapse 8.5 σ down at once.
-    sustained = fall >= _AT_ONCE * bar * np.maximum(sigma, 1e-12)
-    sustained = sustained[np.maximum(source, 0)]
-    sustained[1:] |= (source[1:] >= 0) & (source[1:] == source[:-1])
+    sustained = _sustained(fall >= _AT_ONCE * bar * np.maximum(sigma, 1e-12), source)
     known = held.get("dense") if held is not None and first else None
     dense = _too_dense(v, source, centre, centre - bar * sigma, m, ref_n, p["flatline_chance"],
                        known)  # fmt: skip
@@ -295,8 +293,7 @@ def _early_collapse(key: str, s: np.ndarray, v: np.ndarray, p: Params) -> Sub | 
         source = np.concatenate([source, np.where(held, active, -1)])
         now = np.concatenate([now, tail])
         at_once = np.concatenate([at_once, np.zeros(later, dtype=bool)])
-    sustained = at_once[np.maximum(source, 0)]
-    sustained[1:] |= (source[1:] >= 0) & (source[1:] == source[:-1])
+    sustained = _sustained(at_once, source)
     level = np.zeros(v.size, dtype=np.int8)
     # a warning where the reference already held a value that low: on so few points one is
     # the reward's own outlier (a reward at 1.0 but for one 0.75 in 20, then three 0.75s in a
@@ -332,9 +329,10 @@ def _early_windows(values: tuple[float, ...], m: int, first_end: int, sigmas: fl
     for row, i in enumerate(range(first_end, v.size)):
         ref, recent = v[: i - m + 1], v[i - m + 1 : i + 1]
         centre[row], now[row] = np.median(ref), np.median(recent)
-        residual = _detrended(ref[None, :])[0]
+        residual = _detrended(ref[None, :])[0]  # about the line, less its median
+        line_sd = math.sqrt(float(np.sum((residual - residual.mean()) ** 2)) / max(ref.size - 2, 1))
         own = max(noise_sd(ref), float(np.median(np.abs(residual))) / 0.6745,
-                  float(np.std(np.diff(ref), ddof=1)) / math.sqrt(2.0), _line_sd(ref))  # fmt: skip
+                  float(np.std(np.diff(ref), ddof=1)) / math.sqrt(2.0), line_sd)  # fmt: skip
         # a reference of one exact value says nothing of the reward's noise: no judgement
         sigma[row] = max(own, noise_sd(recent)) if np.ptp(ref) > 0 else np.inf
         as_low[row] = np.count_nonzero(ref <= now[row])
@@ -344,11 +342,13 @@ def _early_windows(values: tuple[float, ...], m: int, first_end: int, sigmas: fl
     return centre, now, sigma, bar, as_low
 
 
-def _line_sd(x: np.ndarray) -> float:
-    """The sd of ``x`` about its least-squares line (n − 2 degrees of freedom)."""
-    k = np.arange(x.size, dtype=np.float64)
-    slope, icpt = np.polyfit(k, x, 1)
-    return float(np.sqrt(np.sum((x - (slope * k + icpt)) ** 2) / max(x.size - 2, 1)))
+def _sustained(at_once: np.ndarray, source: np.ndarray) -> np.ndarray:
+    """Per collapse window: whether the collapse it belongs to is sustained — it fell twice
+    the bar in the window that opened it (``at_once``, per window), or it has held for a
+    second window since (one more logged point under the bar)."""
+    out = at_once[np.maximum(source, 0)]
+    out[1:] |= (source[1:] >= 0) & (source[1:] == source[:-1])
+    return out
 
 
 # A fall this many times the collapse bar is critical at its first window (`_collapse`).
