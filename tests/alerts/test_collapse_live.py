@@ -62,3 +62,30 @@ def test_a_collapse_in_the_first_steps_pages_live(api):
     assert alert["severity"] == "critical" and alert["opened_step"] <= 14
     assert alert["evidence"]["collapse"]["early"] is True
     assert alert["evidence"]["collapse"]["reference_steps"][0] == 1
+
+
+def test_a_coarse_reward_s_collapse_pages_live(api):
+    """One prompt × 8 completions a step (values k/8, most steps near 0 or 1) sliding from
+    0.75 to its floor: the noise-σ forms' bar lies under its range, the low streak pages it
+    as the batches arrive (rules_low_streak)."""
+    run = make_run(api, api.alpha)
+    rng = np.random.default_rng(0)
+    s = np.arange(1, 301)
+    done = np.clip((s - 230) / 30.0, 0.0, 1.0)
+    mu = 0.75 - 0.67 * done
+    concentration = 1.0 + 5.0 * done
+    reward = rng.binomial(8, rng.beta(mu * concentration, (1 - mu) * concentration)) / 8
+    worker = worker_for(api)
+    for start in range(0, 300, 10):  # the trainer's batches
+        send(api, api.alpha, run["id"], s[start : start + 10].tolist(),
+             reward_avg=reward[start : start + 10].tolist())  # fmt: skip
+        drain(worker)
+        if start == 220:
+            assert "dynamical_instability" not in _alerts(api, run["id"]) or (
+                _alerts(api, run["id"])["dynamical_instability"]["severity"] != "critical"
+            )
+    alert = _alerts(api, run["id"])["dynamical_instability"]
+    assert alert["severity"] == "critical"
+    streak = alert["evidence"]["low_streak"]
+    assert streak["key"] == "reward_avg" and streak["since_step"] >= 240
+    assert "stayed at or below" in alert["message"]

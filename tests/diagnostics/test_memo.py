@@ -193,7 +193,7 @@ def test_one_evaluation_computes_a_shared_quantity_once_per_array():
 def test_collapse_verdicts_from_a_memo_equal_a_fresh_evaluation() -> None:
     """A reward with outliers at 0 (one step in eight) bunches them into collapse warnings
     all run long, and then falls to 0 for good: the cluster test's verdicts kept by the memo
-    (`rules_drop._too_dense`) are those a fresh evaluation gives, at every refit."""
+    (`rules_drop._outlier_odds`) are those a fresh evaluation gives, at every refit."""
     rng = np.random.default_rng(0)
     s = np.arange(1, 1501)
     v = 0.8 + rng.normal(0, 0.05, s.size)

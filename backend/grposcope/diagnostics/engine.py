@@ -184,7 +184,10 @@ def _instability_message(evidence: Mapping[str, Any]) -> str | None:
     if "non_finite" in evidence:
         return _non_finite_message(evidence["non_finite"])
     if "collapse" in evidence:
-        return _collapse(evidence["collapse"], evidence.get("flatline"))
+        text = _collapse(evidence["collapse"], evidence.get("flatline"), "low_streak" in evidence)
+        if "low_streak" in evidence:
+            text += f"; {_low_streak(evidence['low_streak'])}"
+        return text
     if "no_gradient" in evidence:
         g = evidence["no_gradient"]
         return (f"{g['key']} has been exactly 0 for {_count(g['points'], 'point')} since step "
@@ -198,6 +201,8 @@ def _instability_message(evidence: Mapping[str, Any]) -> str | None:
         return (f"{f['key']} has been exactly {f['value']} for {_count(f['points'], 'point')} "
                 f"since step {f['since_step']} (below every earlier value): every group scores "
                 f"the same, so there is no learning signal left{after}")  # fmt: skip
+    if "low_streak" in evidence:
+        return _low_streak(evidence["low_streak"])
     if evidence.get("predicted") and "margin_exact" in evidence:
         return f"stability margin {evidence.get('margin_exact')} (exact): instability ahead"
     if evidence.get("predicted") and "supplied_curvature" in evidence:
@@ -222,11 +227,26 @@ def _instability_message(evidence: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _collapse(c: Mapping[str, Any], flat: Mapping[str, Any] | None) -> str:
+def _low_streak(f: Mapping[str, Any]) -> str:
+    """ "reward_avg has stayed at or below 0.125 for 7 points since step 257, where only 20% of
+    the points before lay (their median 0.75): too long a streak for chance (1 in 4,400)": a
+    coarse reward's collapse (rules_low_streak), in the terms its evidence keeps."""
+    share = f"{f['share_before']:.0%}"
+    early = " (judged with a precursor open)" if f.get("precursor_open") else ""
+    odds = f"1 in {1 / f['chance']:,.0f}" if f["chance"] > 0 else "no chance at all"
+    return (f"{f['key']} has stayed at or below {f['at_most']} for "
+            f"{_count(f['points'], 'point')} since step {f['since_step']}, where only {share} of "
+            f"the points before lay (their median {f['earlier_median']}): too long a streak for "
+            f"chance ({odds}){early}")  # fmt: skip
+
+
+def _collapse(c: Mapping[str, Any], flat: Mapping[str, Any] | None,
+              streak: bool = False) -> str:  # fmt: skip
     """ "rollout/reward collapsed from 0.3099 (median of steps 40–110) to 0.2779 in the next 3
     points (3.05 noise σ); 0.0 at step 200 (median of the last 3 points)": the collapse's own
     windows, then where the reward is now (the evidence keeps the fall that opened the alert
-    while the reward stays under its bar), and a flat line it has sat on since."""
+    while the reward stays under its bar), and a flat line it has sat on since. ``streak``: a
+    low streak is in the evidence too, so its sentence, not a warning form's caveat, follows."""
     m = c["points"]
     ref = c["reference_level"]
     if c.get("reference_steps"):
@@ -241,6 +261,8 @@ def _collapse(c: Mapping[str, Any], flat: Mapping[str, Any] | None) -> str:
     if flat and flat.get("key") == c["key"]:
         text += (f"; exactly {flat['value']} for {_last(flat['points'], 'point')}, since step "
                  f"{flat['since_step']}: every group scores the same")  # fmt: skip
+    if streak:  # the low streak's sentence follows: it says why this is critical now
+        return text
     low = c.get("earlier_as_low")
     outliers = c.get("outliers", bool(low and low >= (m + 1) // 2))  # stored before 2026-12-06
     if outliers and low:  # the rule's warning forms (rules_drop): been that low before

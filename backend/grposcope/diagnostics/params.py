@@ -92,6 +92,12 @@ RULES: dict[str, dict[str, Param]] = {
         "flatline_chance": Param(
             1e-3, 1e-12, 0.5, "chance of a floor streak or collapse cluster in a run: critical"
         ),
+        "outlier_chance": Param(
+            0.01, 0.0, 1.0, "a collapse of the run's own outliers is raised only if rarer than this"
+        ),
+        "low_streak_chance": Param(
+            1e-4, 1e-12, 0.5, "chance of a coarse reward's low streak in a run: critical"
+        ),
         "drift_points": Param(30, 8, 1_000_000, "fewest points the drift slope is fit on", True),
         "zero_grad_points": Param(
             10, 2, 1_000_000, "grad_norm exactly 0 this many points (and steps) in a row", True

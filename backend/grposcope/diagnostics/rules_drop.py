@@ -18,8 +18,11 @@ forms measure a fall against the reward's own recent level and its own step nois
   (the points already confirm it), so it fires within a few logged points of the fall. It is
   a warning where the 3 reference windows already held a value that low, or repeated one
   exact value (σ 0): a heavy-tailed or coarse reward's own outliers, clustered by chance —
-  until more points stay under the bar than its history explains (`_too_dense`). Before
-  the full window exists, an early form judges the run's first points (`_early_collapse`).
+  until more points stay under the bar than its history explains (`_outlier_odds`); where
+  they bunch no more often than that history says they do (a chance above
+  ``outlier_chance``), nothing is raised. Before the full window exists, an early form judges
+  the run's first points (`_early_collapse`). A coarse reward whose noise puts the bar below
+  its range is judged by its low streaks instead (`rules_low_streak`).
 - **flat line at the floor** (critical): the reward (or a component) has repeated one value,
   at or below every earlier value and below their median, for so many points in a row that its
   own history makes the streak implausible as noise: with that value seen in a share f of the
@@ -47,6 +50,7 @@ from scipy.stats import t as student_t
 
 from grposcope.diagnostics.data import RunData, component_keys
 from grposcope.diagnostics.memo import scope
+from grposcope.diagnostics.rules_low_streak import low_streak
 from grposcope.diagnostics.signal import (
     cluster_chance,
     noise_sd,
@@ -98,8 +102,13 @@ def reward_drops(data: RunData, p: Params, degenerating: Degenerating | None = N
         scale = total if key != data.reward_key else None
         relaxed = degenerating(s) if degenerating is not None else None
         flat = _flatline(key, s, v, p, kept, relaxed)
+        streak = (
+            low_streak(key, s, v, p, sum(collapse_windows(s, p)) - 1, kept, relaxed)
+            if own
+            else None
+        )
         # the early form first: where both hold, the full window's evidence is the one shown
-        subs = (early, collapse, flat, _drift(key, s, v, p, kept, scale))
+        subs = (early, collapse, flat, streak, _drift(key, s, v, p, kept, scale))
         out.extend(sub for sub in subs if sub)
     return out
 
@@ -133,7 +142,7 @@ def _collapse(key: str, s: np.ndarray, v: np.ndarray, p: Params,
                        "as_low": as_low, "lag": lag, "source": source}  # fmt: skip
     # Critical where none of the earlier values lay that low (it is new ground); a warning
     # where the run had been there: its outliers, unless they now come denser than its history
-    # explains (`_too_dense`). Until 2026-12-06 new ground was fewer such values than the
+    # explains (`_outlier_odds`). Until 2026-12-06 new ground was fewer such values than the
     # recent median needs (3): a reward of one prompt × 2–4 completions at 97 %, exactly 1.0
     # but for a 0.5 or 0.75 now and then, paged critical on 6 of 120 synthetic 200-step runs for
     # three such steps in five. A reference of one exact value with no such value in its
@@ -150,14 +159,19 @@ def _collapse(key: str, s: np.ndarray, v: np.ndarray, p: Params,
     # 4-prompt batches, 3.06 σ down for the one window 120-124 of 500 steps and back at 125,
     # paged critical). A log every 10 steps sees the no-clip collapse 8.5 σ down at once.
     sustained = _sustained(fall >= _AT_ONCE * bar * np.maximum(sigma, 1e-12), source)
-    known = held.get("dense") if held is not None and first else None
-    dense = _too_dense(v, source, centre, centre - bar * sigma, m, ref_n, p["flatline_chance"],
-                       known)  # fmt: skip
+    known = held.get("odds") if held is not None and first else None
+    plain, places = _outlier_odds(v, source, centre, centre - bar * sigma, m, ref_n, known)
     if kept is not None:
-        kept[state]["dense"] = dense
+        kept[state]["odds"] = (plain, places)
+    dense = plain * places <= p["flatline_chance"]
+    # ...and no alert at all where the run's own outliers bunch as often as its history
+    # says they do (2026-12-06): one prompt × 8 completions a step at 0.65, 25 % of its
+    # steps at 0.5 or under, warned four times in 500 steps (a textbook's clip run, harvest12)
+    quiet = seen & ~dense & (plain > p["outlier_chance"])
     seen &= ~dense
     level = np.zeros(v.size, dtype=np.int8)
-    level[m + ref_n - 1 :] = np.where(source >= 0, np.where(seen | ~sustained, 2, 3), 0)
+    level[m + ref_n - 1 :] = np.where((source >= 0) & ~quiet,
+                                      np.where(seen | ~sustained, 2, 3), 0)  # fmt: skip
 
     def evidence(i: int) -> dict:
         row = i - (m + ref_n - 1)
@@ -184,25 +198,30 @@ def _collapse(key: str, s: np.ndarray, v: np.ndarray, p: Params,
     return s, level, evidence, False
 
 
-def _too_dense(v: np.ndarray, source: np.ndarray, centre: np.ndarray, under: np.ndarray,
-               m: int, ref_n: int, chance: float,
-               known: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
-    """Per collapse window: whether the points under the bar since the collapse opened are
-    more than the run's own history of such values explains — the chance of that many of
-    them (`signal.cluster_chance`, over the 3 reference windows before it, counting values
-    after the reward first reached the reference level, as ``earlier_as_low`` does), times
-    the places such a cluster could have started, ≤ ``chance``. A reward with outliers that
-    low bunches them by chance for a window or two; a fall that stays down is no such
-    cluster. Before 2026-12-06 the "been that low" warning held for as long as the
-    collapse: a synthetic reward at 0.8 that scored exactly 0 on one step in eight fell to 0
-    and stayed there, and it never paged (tests/diagnostics/test_collapse_sustained.py).
+def _outlier_odds(v: np.ndarray, source: np.ndarray, centre: np.ndarray, under: np.ndarray,
+                  m: int, ref_n: int,
+                  known: tuple[np.ndarray, np.ndarray] | None = None,
+                  ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """Per collapse window: the chance, by the run's own history, of as many points under the
+    bar since the collapse opened (`signal.cluster_chance`, over the 3 reference windows
+    before it, counting values after the reward first reached the reference level, as
+    ``earlier_as_low`` does), and the places such a cluster could have started (1 outside a
+    collapse, where the chance is 1). Their product ≤ ``flatline_chance``: the points are
+    more than the history explains (`_collapse` makes it critical); the chance alone above
+    ``outlier_chance``: the run's outliers bunch as often as that, and nothing is raised.
+    A reward with outliers that low bunches them by chance for a window or two; a fall that
+    stays down is no such cluster. Before 2026-12-06 the "been that low" warning held for as
+    long as the collapse: a synthetic reward at 0.8 that scored exactly 0 on one step in
+    eight fell to 0 and stayed there, and it never paged
+    (tests/diagnostics/test_collapse_sustained.py).
     Each collapse is a contiguous stretch of windows with one source: one pass over them.
-    ``known``: the verdicts of the first windows from an earlier evaluation (a window's
-    verdict reads points up to its own end only), kept: on a 20,000-step run with hundreds of
+    ``known``: the odds of the first windows from an earlier evaluation (a window's odds
+    read points up to its own end only), kept: on a 20,000-step run with hundreds of
     outlier clusters this test took 35 of a warm refit's 45 ms when it judged them all."""
-    out = np.zeros(source.size, dtype=bool)
-    done = 0 if known is None else min(known.size, source.size)
-    out[:done] = known[:done] if known is not None else out[:done]
+    plain, places = np.ones(source.size), np.ones(source.size)
+    done = 0 if known is None else min(known[0].size, source.size)
+    if known is not None:
+        plain[:done], places[:done] = known[0][:done], known[1][:done]
     reached_before = np.concatenate([[-np.inf], np.maximum.accumulate(v)[:-1]])
     edges = np.append(np.flatnonzero(np.diff(source, prepend=-2) != 0), source.size)
     for a, b in zip(edges[:-1].tolist(), edges[1:].tolist(), strict=True):
@@ -215,9 +234,9 @@ def _too_dense(v: np.ndarray, source: np.ndarray, centre: np.ndarray, under: np.
         low = np.cumsum(v[start : b - 1 + m + ref_n] < under[j])
         rows = np.arange(max(a, done), b)
         ends = rows + m - 1 - j  # each row's last recent point, from `start`
-        odds = cluster_chance(low[ends], ends + 1, k, hist.size) * (start + 1)
-        out[rows] = odds <= chance
-    return out
+        plain[rows] = cluster_chance(low[ends], ends + 1, k, hist.size)
+        places[rows] = start + 1
+    return plain, places
 
 
 def _range_before(s: np.ndarray, v: np.ndarray, p: Params, m: int, ref_n: int) -> np.ndarray:

@@ -49,6 +49,8 @@ PHRASES: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
     ("degradation.slope_per_step", "reward slope per step", num),
     ("flatline.value", "stuck at", num),
     ("flatline.points", "for points", step),
+    ("low_streak.at_most", "stayed at or below", num),
+    ("low_streak.points", "for points", step),
     ("grad_norm_growth", "grad_norm growth", _times),
     ("clip_ratio", "clip ratio", _pct),
     ("overshoot", "overshoot", num),
