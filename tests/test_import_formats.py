@@ -243,17 +243,17 @@ def test_a_long_import_shows_progress_on_a_terminal_only(
 def test_import_metric_names_the_reward_the_key_table_would_not_pick(
     server, tmp_path: Path
 ) -> None:
-    """A ROLL-style log: `reward/process_quality_mean` sorts before the trained
-    `reward/selected_mean`, so the guess is wrong; `--metric` names it, the run's config keeps
+    """A ROLL-style log: `reward/answer_mean` sorts before the trained `reward/selected_mean`
+    and names as few parts, so the guess is wrong; `--metric` names it, the run's config keeps
     it, and the server reads the run through it."""
     env, http = _client(server)
     path = tmp_path / "roll.csv"
-    rows = ["step,reward/process_quality_mean,reward/selected_mean"]
+    rows = ["step,reward/answer_mean,reward/selected_mean"]
     rows += [f"{s},{0.5 + 0.001 * s:.4f},{0.3 + 0.002 * s:.4f}" for s in range(1, 41)]
     path.write_text("\n".join(rows) + "\n")
     guessed = json.loads(cli("import", str(path), "--project", "roll", "--run", "guessed",
                              "--json", env=env).stdout)  # fmt: skip
-    assert http.get(f"/runs/{guessed['id']}").json()["reward_key"] == "reward/process_quality_mean"
+    assert http.get(f"/runs/{guessed['id']}").json()["reward_key"] == "reward/answer_mean"
     got = _imported(path, env, "--project", "roll-named", "--metric", "reward/selected_mean")
     assert got["roles"]["reward"] == "reward/selected_mean"
     run = http.get(f"/runs/{got['id']}").json()

@@ -177,3 +177,15 @@ def test_a_named_reward_and_eval_take_their_roles_and_the_eval_twin_follows() ->
     # a name the run never logged, or the reward itself, falls back to the guess
     assert series_roles.resolve(keys, "absent")["reward"] == "reward"
     assert series_roles.resolve(keys, None, "reward")["eval_reward"] == "eval/reward"
+
+
+def test_a_loop_s_total_reward_is_taken_over_its_named_parts() -> None:
+    """A from-scratch GRPO book's loop logs `reward_avg` (correctness + format, up to 2) and
+    `format_reward_avg` (its format part): the total is the reward, though the part comes
+    first by name; with no total logged the choice among the parts stays by name."""
+    keys = ["step", "loss", "kl_loss", "policy_ratio", "reward_avg", "format_reward_avg",
+            "avg_response_len", "entropy_avg", "eval_acc"]  # fmt: skip
+    assert series_roles.reward_key(keys) == "reward_avg"
+    assert series_roles.resolve(keys)["reward"] == "reward_avg"
+    assert series_roles.reward_key(["reward/format_mean", "reward/mean"]) == "reward/mean"
+    assert series_roles.reward_key(["format_reward", "correctness_reward"]) == "correctness_reward"

@@ -43,7 +43,7 @@ def pick_reward_key(keys: Any, run: Run | None = None) -> str | None:
     """The run's reward series: the one its config names (`config.reward_key`, set by
     `grposcope import --metric` or a client's `POST /runs`) where the run logged it, else by
     the same rule ``grposcope fit`` uses for files. The guess reads names only: a log with
-    `reward/selected_mean` beside `reward/process_quality_mean` needs to be told."""
+    `reward/selected_mean` beside `reward/answer_mean` needs to be told."""
     keys = list(keys)
     named = _named(run, "reward_key")
     if named is not None and named in keys:

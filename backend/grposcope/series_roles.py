@@ -221,8 +221,16 @@ def reward_key(keys: Iterable[str]) -> str | None:
     for names in (("reward",), _REWARD_LIKE):
         hits = [key for key in sorted(present) if _names_one_of(key.lower(), names)]
         if hits:
-            return min(hits, key=_not_a_mean)
+            return min(hits, key=lambda key: (_not_a_mean(key), _qualifiers(key)))
     return None
+
+
+def _qualifiers(key: str) -> int:
+    """How many parts a key's name has (`format_reward_avg` 3, `reward_avg` 2): among keys
+    naming a reward, the one with fewest qualifiers is the total and the others its parts (a
+    from-scratch GRPO book's loop logs `reward_avg`, its correctness + format total, and
+    `format_reward_avg`; the format part, first by name, was taken for the reward, 2026-12-06)."""
+    return len(re.split(r"[/_.]", key))
 
 
 def _not_a_mean(key: str) -> bool:

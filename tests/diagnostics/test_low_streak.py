@@ -11,7 +11,7 @@ from grposcope.diagnostics import RunData, evaluate_all
 from grposcope.diagnostics.memo import RuleMemo
 from grposcope.diagnostics.params import defaults
 from grposcope.diagnostics.rules_drop import collapse_windows, reward_drops
-from grposcope.diagnostics.rules_low_streak import low_streak
+from grposcope.diagnostics.rules_low_streak import COARSE_VALUES, _coarse_end, low_streak
 from grposcope.diagnostics.rules_stability import dynamical_instability
 from grposcope.diagnostics.signal import streak_chance
 
@@ -161,3 +161,14 @@ def test_verdicts_from_a_memo_equal_a_fresh_evaluation() -> None:
         ], k
         paged |= any((w[1] == 3).any() for w in warm)
     assert paged
+
+
+@pytest.mark.parametrize("n", [10, 60, 100, 5000])
+def test_the_coarse_prefix_ends_where_the_reward_shows_its_18th_value(n) -> None:
+    rng = np.random.default_rng(n)
+    k8 = rng.integers(0, 9, n) / 8
+    assert _coarse_end(k8) == n
+    seen = np.unique(k8).size
+    assert _coarse_end(np.concatenate([k8, rng.normal(size=20)])) == n + COARSE_VALUES - seen
+    continuous = rng.normal(size=n)
+    assert _coarse_end(continuous) == min(n, COARSE_VALUES)
