@@ -414,3 +414,15 @@ def test_a_margin_beside_an_open_instability_alert_says_so():
     assert "past the edge" not in row["margin"].lower().split('"')[0]
     assert INSTABILITY_MARK in run_row({**item, "fit": {}, "open_alert_kinds":
                                         ["dynamical_instability"]})["margin"]  # fmt: skip
+
+
+def test_a_blown_up_run_s_positive_margin_is_not_quoted_as_its_verdict():
+    """A critical instability alert that also carries the latest fit's margin: where the run
+    blew up (a collapse, a flat line or a coarse reward's low streak at its floor) the
+    positive margin of the wrecked curve's fit is not the verdict; alone, it is."""
+    base = {"predicted": True, "margin_exact": 0.4}
+    assert story.alert_margin({"evidence": base}) == 0.4
+    for form in ("collapse", "flatline", "low_streak", "non_finite"):
+        assert story.alert_margin({"evidence": {**base, form: {"key": "reward"}}}) is None
+    assert story.alert_margin({"evidence": {**base, "margin_exact": -0.1,
+                                            "low_streak": {}}}) == -0.1  # fmt: skip

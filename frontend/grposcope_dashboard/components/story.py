@@ -209,10 +209,10 @@ def fitted_margin_caveat(alert: Mapping[str, Any], fit: Mapping[str, Any] | None
 
 
 def _only_predicted(ev: Mapping[str, Any]) -> bool:
-    """The alert rests on the margin alone: nothing has blown up (no collapse or flat line at
-    the floor, no NaN/Inf)."""
+    """The alert rests on the margin alone: nothing has blown up (no collapse, flat line or
+    low streak at the floor, no NaN/Inf)."""
     return bool(ev.get("predicted")) and not any(
-        k in ev for k in ("collapse", "flatline", "non_finite")
+        k in ev for k in ("collapse", "flatline", "low_streak", "non_finite")
     )
 
 
