@@ -299,7 +299,10 @@ def every_run(results: list[dict]) -> None:
     for res in results:
         run, eps = res["run"], res["episodes"]
         warn = next((f"{e[1]} ({e[0]})" for e in eps if e[2] in ("warning", "critical")), None)
-        crit = next((f"{e[1]} ({e[0]})" for e in eps if e[2] == "critical"), None)
+        # an episode that turned critical after it opened says from when (its evidence)
+        crits = sorted((e[3].get("severity_since_step", e[1]), e[0]) for e in eps
+                       if e[2] == "critical")  # fmt: skip
+        crit = f"{crits[0][0]} ({crits[0][1]})" if crits else None
         kinds = sorted({f"{e[0]}:{e[2]}" for e in eps})
         print(f"| {run.name} | {label(run.name)} | {int(run.steps[0])}–{int(run.steps[-1])} | "
               f"{warn} | {crit} | {', '.join(kinds)} |")  # fmt: skip

@@ -50,9 +50,16 @@ def test_hysteresis_needs_its_points_as_well_as_its_steps():
     )
 
 
-def test_instant_condition_opens_at_once_and_severity_follows_latest():
+def test_instant_condition_opens_at_once_and_keeps_the_worst_it_reached():
+    """An episode keeps the worst severity it reached, with that checkpoint's evidence, as an
+    open alert does (alerts/lifecycle.py): critical at its first step and a warning after
+    reads critical when read whole (until 2026-12-06 it read "warning", the latest)."""
     eps = episodes(_trace([3, 2, 2], instant=[True, False, False]), 10, 10)
-    assert eps[0].opened_step == 1 and eps[0].severity == "warning"
+    assert eps[0].opened_step == 1 and eps[0].severity == "critical"
+    assert eps[0].evidence == {"i": 0}
+    late = episodes(_trace([0, 2, 3, 3, 2, 2, 0] + [0] * 12), open_window=1, resolve_window=5)
+    assert late[0].severity == "critical" and late[0].evidence["i"] == 3
+    assert late[0].evidence["severity_since_step"] == 3 and late[0].resolved_step is not None
 
 
 def test_an_episode_that_rose_in_severity_says_since_when():
@@ -1075,3 +1082,26 @@ def test_a_fall_spread_over_a_reference_window_is_measured_from_before_it():
     flat = 0.72 + rng.normal(0, 0.08, s.size)
     out = evaluate("dynamical_instability", RunData({"reward": (s, flat)}, "reward"), params)
     assert not [e for e in out.episodes if e.severity == "critical"]
+
+
+def test_no_signal_left_after_a_gain_that_holds_is_a_warning_not_a_page():
+    """Every group alike from step 100 on (one prompt × 4 completions scoring the same): on a
+    run that rose 1.6 → 8 and holds it (an Unsloth sudoku run) it is a reason to stop, a
+    warning; on a run that never gained, or that lost its gain, the same share is critical."""
+    from grposcope.diagnostics.rules_learning import advantage_degeneracy
+
+    rng = np.random.default_rng(0)
+    s = np.arange(1, 201)
+    std = np.where(s >= 100, 0.0, 1.0)
+    p = defaults("advantage_degeneracy")
+
+    def worst(reward):
+        data = RunData({"reward": (s, reward), "reward_std": (s, std)}, "reward")
+        return int(advantage_degeneracy(data, p).level.max())
+
+    rose = 8.0 - 6.4 * np.exp(-s / 20.0) + rng.normal(0, 0.4, s.size)
+    flat = 1.6 + rng.normal(0, 0.4, s.size)
+    lost = np.where(s < 120, rose, 1.6 + rng.normal(0, 0.4, s.size))
+    assert worst(rose) == 2
+    assert worst(flat) == 3
+    assert worst(lost) == 3

@@ -60,19 +60,25 @@ def episodes(
     last_false = int(steps[0]) - max(spacing, 1)
     last_true = last_false
     is_open = False
-    opened, peak, last_true_i = 0, 0, 0
+    opened, peak, peak_i, last_true_i = 0, 0, 0, 0
     on = level > 0
     bounds = [0, *(np.flatnonzero(on[1:] != on[:-1]) + 1).tolist(), int(on.size)]
     for a, b in zip(bounds[:-1], bounds[1:], strict=True):
         if on[a]:
+            since = a
             if not is_open:
                 hit = trace.instant[a:b] | (
                     (steps[a:b] - last_false >= open_window)
                     & (_points_since(steps, a, b, last_false, logged) >= open_points)
                 )
                 if hit.any():
-                    is_open, opened = True, int(steps[a + int(np.argmax(hit))])
-            peak = int(level[b - 1]) if is_open else peak  # the latest confirmed severity
+                    since = a + int(np.argmax(hit))
+                    is_open, opened, peak = True, int(steps[since]), 0
+            if is_open:  # the worst the episode reached, and the last checkpoint it held at
+                worst = int(level[since:b].max())
+                if worst >= peak:
+                    peak = worst
+                    peak_i = since + int(np.flatnonzero(level[since:b] == worst)[-1])
             last_true, last_true_i = int(steps[b - 1]), b - 1
         else:
             if is_open:
@@ -80,11 +86,11 @@ def episodes(
                 hit = steps[a:b] - last_true >= hold
                 if hit.any():
                     resolved = int(steps[a + int(np.argmax(hit))])
-                    out.append(_episode(trace, opened, resolved, peak, last_true_i))
+                    out.append(_episode(trace, opened, resolved, peak, peak_i, last_true_i))
                     is_open = False
             last_false = int(steps[b - 1])
     if is_open:
-        out.append(_episode(trace, opened, None, peak, last_true_i))
+        out.append(_episode(trace, opened, None, peak, peak_i, last_true_i))
     return out
 
 
@@ -99,14 +105,21 @@ def _points_since(
     return at - np.searchsorted(logged, last_false, side="right")
 
 
-def _episode(trace: Trace, opened: int, resolved: int | None, lvl: int, i: int) -> Episode:
-    """The episode with the evidence at its last checkpoint; where its severity rose after
-    it opened (a precursor's warning, then the collapse), ``severity_since_step`` says from
-    when it holds: an alert opened at 86 and critical from 139 must not read "critical at 86"
-    when it is read whole (an import, the run page after the fact)."""
-    evidence = dict(trace.evidence(i))
+def _episode(trace: Trace, opened: int, resolved: int | None, lvl: int, worst_i: int,
+             last_i: int) -> Episode:  # fmt: skip
+    """The episode at the worst severity it reached, with the evidence of the last checkpoint
+    it held at (``worst_i``), as an open alert keeps them (alerts/lifecycle.py). Until
+    2026-12-06 an episode took the severity of its last checkpoint: a collapse critical at
+    265 whose reward then only drifted until the alert resolved read "warning" when read
+    whole (an import, the run page after the fact), a live run that came back from a
+    blow-up between two refits was not paged, and the alert replay counted no critical where
+    one had been (a healthy corpus run's `advantage_degeneracy`, critical at 143 and a
+    warning again by its end). Where its severity rose after it opened (a precursor's
+    warning, then the collapse), ``severity_since_step`` says from when it holds: an alert
+    opened at 86 and critical from 139 must not read "critical at 86"."""
+    evidence = dict(trace.evidence(worst_i))
     start = int(np.searchsorted(trace.steps, opened))
-    reached = start + int(np.argmax(trace.level[start : i + 1] >= lvl))
+    reached = start + int(np.argmax(trace.level[start : worst_i + 1] >= lvl))
     if reached > start:
         evidence["severity_since_step"] = int(trace.steps[reached])
-    return Episode(opened, resolved, severity_name(lvl), evidence, i)
+    return Episode(opened, resolved, severity_name(lvl), evidence, last_i)

@@ -188,15 +188,42 @@ def advantage_degeneracy(data: RunData, p: Params) -> Trace | str:
                       np.where(level_share >= p["threshold"], 2, 0)).astype(np.int8)  # fmt: skip
     explained = np.isfinite(iid) & (level_share - iid < 0.1)
     levels = np.where((levels > 0) & explained, 1, levels).astype(np.int8)
+    # A run that gained and holds its best has learned what it could: no signal left is a
+    # reason to stop (a warning), not a page. Critical stays for a run that never gained or
+    # has lost its gain (2026-12-06: a healthy Unsloth sudoku run, its reward up from 1.6 to
+    # ~8 and every group of 4 alike from step 100, paged critical at 143 live; the replay
+    # had not counted it, as its episode ended a warning).
+    holds = _holds_its_gain(data, steps, w)
+    levels = np.where((levels == 3) & holds, 2, levels).astype(np.int8)
 
     def evidence(i: int) -> dict:
         g = data.num_generations
         return {"zero_std_share": r(level_share[i]), "source": source, "group_size": g,
                 "iid_prediction": r(iid[i]),
                 "excess": r(level_share[i] - iid[i]) if math.isfinite(iid[i]) else None,
+                "holds_its_gain": bool(holds[i]),
                 "step_window": [int(steps[max(0, i - w + 1)]), int(steps[i])]}  # fmt: skip
 
     return Trace(steps, levels, np.zeros(steps.size, dtype=bool), evidence)
+
+
+def _holds_its_gain(data: RunData, at: np.ndarray, w: int) -> np.ndarray:
+    """At each step of ``at``: whether the reward's w-point mean there lies within 3 standard
+    errors of a window difference of the best level it has held (`signal.held_level`: one
+    glitch is no level), and that best lies further above its first window's mean. Causal:
+    the standard error is the prefix's (`noise.shared_window_se`)."""
+    out = np.zeros(at.size, dtype=bool)
+    reward = data.finite(data.reward_key)
+    if reward is None or reward[0].size < 2 * w:
+        return out
+    s, v = reward
+    level = shared_trailing_mean(data, v, w)
+    bar = 3.0 * math.sqrt(2.0) * shared_window_se(data, v, w)
+    best = np.maximum.accumulate(held_level(level, w))
+    holds = (best - level[w - 1] > bar) & (level >= best - bar)  # a flat run gained nothing
+    holds[: 2 * w - 1] = False  # the first window is the start, a second one the earliest best
+    idx = last_index_at(s, at)
+    return (idx >= 0) & holds[np.clip(idx, 0, None)]
 
 
 def _iid_prediction(data: RunData, at: np.ndarray, w: int) -> np.ndarray:
