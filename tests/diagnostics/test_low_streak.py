@@ -146,6 +146,8 @@ def test_the_evidence_and_the_message_say_what_streak_and_why() -> None:
     assert f["earlier_median"] == 0.75 or abs(f["earlier_median"] - np.median(before)) <= 0.125
     assert f"stayed at or below {f['at_most']}" in outcome.message
     assert f"since step {f['since_step']}" in outcome.message
+    odds = outcome.message.split("(1 in ")[1].split(")")[0].replace(",", "")
+    assert len(odds.rstrip("0")) <= 2  # to the two figures the chance is kept to
 
 
 def test_verdicts_from_a_memo_equal_a_fresh_evaluation() -> None:

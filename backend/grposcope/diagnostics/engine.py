@@ -229,11 +229,13 @@ def _instability_message(evidence: Mapping[str, Any]) -> str | None:
 
 def _low_streak(f: Mapping[str, Any]) -> str:
     """ "reward_avg has stayed at or below 0.125 for 7 points since step 257, where only 20% of
-    the points before lay (their median 0.75): too long a streak for chance (1 in 4,400)": a
+    the points before lay (their median 0.75): too long a streak for chance (1 in 1,100)": a
     coarse reward's collapse (rules_low_streak), in the terms its evidence keeps."""
     share = f"{f['share_before']:.0%}"
     early = " (judged with a precursor open)" if f.get("precursor_open") else ""
-    odds = f"1 in {1 / f['chance']:,.0f}" if f["chance"] > 0 else "no chance at all"
+    # to the two figures the chance is kept to: "1 in 530,000,000", not "1 in 526,315,789"
+    chance = f["chance"]
+    odds = f"1 in {float(f'{1 / chance:.2g}'):,.0f}" if chance > 0 else "no chance at all"
     return (f"{f['key']} has stayed at or below {f['at_most']} for "
             f"{_count(f['points'], 'point')} since step {f['since_step']}, where only {share} of "
             f"the points before lay (their median {f['earlier_median']}): too long a streak for "
