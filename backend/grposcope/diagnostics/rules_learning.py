@@ -193,8 +193,9 @@ def advantage_degeneracy(data: RunData, p: Params) -> Trace | str:
     # has lost its gain (2026-12-06: a healthy Unsloth sudoku run, its reward up from 1.6 to
     # ~8 and every group of 4 alike from step 100, paged critical at 143 live; the replay
     # had not counted it, as its episode ended a warning).
-    holds = _holds_its_gain(data, steps, w)
-    levels = np.where((levels == 3) & holds, 2, levels).astype(np.int8)
+    critical = levels == 3
+    holds = _holds_its_gain(data, steps, w) if critical.any() else np.zeros(steps.size, bool)
+    levels = np.where(critical & holds, 2, levels).astype(np.int8)
 
     def evidence(i: int) -> dict:
         g = data.num_generations
@@ -211,14 +212,15 @@ def _holds_its_gain(data: RunData, at: np.ndarray, w: int) -> np.ndarray:
     """At each step of ``at``: whether the reward's w-point mean there lies within 3 standard
     errors of a window difference of the best level it has held (`signal.held_level`: one
     glitch is no level), and that best lies further above its first window's mean. Causal:
-    the standard error is the prefix's (`noise.shared_window_se`)."""
+    the standard error is the prefix's (`noise.shared_window_se`, its batch part kept by the
+    memo: 0.5–1 s at 100,000 points otherwise; and only asked where the rule is critical)."""
     out = np.zeros(at.size, dtype=bool)
     reward = data.finite(data.reward_key)
     if reward is None or reward[0].size < 2 * w:
         return out
     s, v = reward
     level = shared_trailing_mean(data, v, w)
-    bar = 3.0 * math.sqrt(2.0) * shared_window_se(data, v, w)
+    bar = 3.0 * math.sqrt(2.0) * shared_window_se(data, v, w, scope(data.memo, "reward", s, v))
     best = np.maximum.accumulate(held_level(level, w))
     holds = (best - level[w - 1] > bar) & (level >= best - bar)  # a flat run gained nothing
     holds[: 2 * w - 1] = False  # the first window is the start, a second one the earliest best
