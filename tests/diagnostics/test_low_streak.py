@@ -11,7 +11,7 @@ from grposcope.diagnostics import RunData, evaluate_all
 from grposcope.diagnostics.memo import RuleMemo
 from grposcope.diagnostics.params import defaults
 from grposcope.diagnostics.rules_drop import collapse_windows, reward_drops
-from grposcope.diagnostics.rules_low_streak import COARSE_VALUES, _coarse_end, low_streak
+from grposcope.diagnostics.rules_low_streak import COARSE_VALUES, _coarse_prefix, low_streak
 from grposcope.diagnostics.rules_stability import dynamical_instability
 from grposcope.diagnostics.signal import streak_chance
 
@@ -169,8 +169,12 @@ def test_verdicts_from_a_memo_equal_a_fresh_evaluation() -> None:
 def test_the_coarse_prefix_ends_where_the_reward_shows_its_18th_value(n) -> None:
     rng = np.random.default_rng(n)
     k8 = rng.integers(0, 9, n) / 8
-    assert _coarse_end(k8) == n
+    end, values, _, codes = _coarse_prefix(k8)
+    assert end == n and (values[codes] == k8).all()
     seen = np.unique(k8).size
-    assert _coarse_end(np.concatenate([k8, rng.normal(size=20)])) == n + COARSE_VALUES - seen
+    grown = np.concatenate([k8, rng.normal(size=20)])
+    end, values, first_seen, codes = _coarse_prefix(grown)
+    assert end == n + COARSE_VALUES - seen and values.size == COARSE_VALUES
+    assert (values[codes] == grown[:end]).all() and (grown[first_seen] == values).all()
     continuous = rng.normal(size=n)
-    assert _coarse_end(continuous) == min(n, COARSE_VALUES)
+    assert _coarse_prefix(continuous)[0] == min(n, COARSE_VALUES)

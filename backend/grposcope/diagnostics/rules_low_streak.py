@@ -62,7 +62,7 @@ def low_streak(key: str, s: np.ndarray, v: np.ndarray, p: Params, first: int,
     (the full collapse form's first window, `rules_drop.collapse_windows`). ``kept`` carries
     the verdicts of an earlier evaluation (memo.py), ``relaxed`` where a precursor is open,
     as for the flat line."""
-    end = _coarse_end(v)
+    end, values, first_seen, codes = _coarse_prefix(v)
     if end < first + SHORTEST_STREAK:
         return None
     relaxed = np.zeros(v.size, dtype=bool) if relaxed is None else relaxed
@@ -78,13 +78,13 @@ def low_streak(key: str, s: np.ndarray, v: np.ndarray, p: Params, first: int,
         start = max(start, min(held[0], end))
         level[: held[1].size] = held[1]
         facts, carry = dict(held[2]), held[4]
-    values, first_seen, codes = np.unique(v[:end], return_index=True, return_inverse=True)
-    at_or_below = _at_or_below(codes, values.size)
+    # no counts where there is nothing new to judge (a reward that turned continuous long ago)
+    at_or_below = _at_or_below(codes, values.size) if start < end else None
     # pairs[t, d]: how many of the first t steps from a point to the next stayed at or below
     # the d-th value (both points there): the streak's chance is that of a two-state Markov
     # chain, so a reward whose lows come in runs (a policy wandering for a while) is not read
     # as collapsing each time it wanders
-    pairs = _at_or_below(np.maximum(codes[:-1], codes[1:]), values.size)
+    pairs = _at_or_below(np.maximum(codes[:-1], codes[1:]), values.size) if start < end else None
     chain = (first_seen, at_or_below, pairs)
     for i in range(start, end):
         bar = p["low_streak_chance"] * (p["precursor_odds"] if relaxed[i] else 1.0)
@@ -116,18 +116,20 @@ def low_streak(key: str, s: np.ndarray, v: np.ndarray, p: Params, first: int,
     return s, level, evidence, False
 
 
-def _coarse_end(v: np.ndarray) -> int:
+def _coarse_prefix(v: np.ndarray) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
     """How many leading points the reward stays coarse for (at most COARSE_VALUES distinct
-    values among them). Read on growing prefixes: a continuous reward shows its 18th value
-    within its first few dozen points, and sorting a 100,000-point series at every refit to
-    learn that cost 8 ms."""
+    values among them), and those points' distinct values, first indices and codes. Read on
+    growing prefixes: a continuous reward shows its 18th value within its first few dozen
+    points, and sorting a 100,000-point series at every refit to learn that cost 8 ms; a
+    coarse one's last prefix is the whole series, whose codes are then the ones judged."""
     size = 4 * COARSE_VALUES
     while True:
-        _, first_seen = np.unique(v[:size], return_index=True)
-        if first_seen.size > COARSE_VALUES:
-            return int(np.sort(first_seen)[COARSE_VALUES])
+        values, first_seen, codes = np.unique(v[:size], return_index=True, return_inverse=True)
+        if values.size > COARSE_VALUES:
+            end = int(np.sort(first_seen)[COARSE_VALUES])
+            return end, *np.unique(v[:end], return_index=True, return_inverse=True)
         if size >= v.size:
-            return int(v.size)
+            return int(v.size), values, first_seen, codes
         size *= 4
 
 
