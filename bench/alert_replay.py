@@ -93,7 +93,7 @@ def replay(run: Run) -> dict:
     episodes = []
     for o in evaluate_all(data):
         for e in o.episodes:
-            episodes.append((o.kind, e.opened_step, e.severity, e.evidence))
+            episodes.append((o.kind, e.opened_step, e.severity, e.evidence, e.resolved_step))
     params = defaults("dynamical_instability")
     trace = dynamical_instability(data, params)
     critical = None
@@ -262,7 +262,7 @@ def main() -> int:
     )
     wrong = 0
     for res in results:
-        for kind, step, sev, _ in res["episodes"]:
+        for kind, step, sev, *_ in res["episodes"]:
             if kind == "plateau_reached":
                 g = gain_after(res["run"], step)
                 wrong += g >= 0.5

@@ -50,3 +50,25 @@ def test_a_wandering_plateau_after_a_rise_does_not_page():
         v = np.where(s <= 40, 0.1 + 0.7 * s / 40, 0.8) + _ar1(200, 0.7, 0.05, rng)
         noisy += any("collapse" in e.evidence for e in _judge(s, v).episodes)
     assert noisy <= 2  # HEAD 1 of 20; σ from first differences alone: 16 of 20
+
+
+def _critical_step(s, v):
+    eps = _judge(s, v).episodes
+    return next((max(e.opened_step, e.evidence.get("severity_since_step", e.opened_step))
+                 for e in eps if e.severity == "critical"), None)  # fmt: skip
+
+
+def test_a_fall_back_to_the_start_pages_although_one_early_batch_scored_high():
+    """Counted as "been that low": only the values after the reward's level (its recent median)
+    had reached the level it fell from. Until session 27 one lucky batch early in the run
+    counted as having reached it, so the whole rise after it read as the run's own lows:
+    critical 5–22 points after the fall (a corpus run grafted to fall back to its start paged
+    16 points late, bench/collapse_injection.py); now 2–3."""
+    for seed in range(10):
+        rng = np.random.default_rng(seed)
+        s = np.arange(1, 121)
+        v = np.interp(s, [1, 15, 45, 70, 71], [-0.45, -0.45, 0.2, 0.2, -0.45])
+        v = v + rng.normal(0, 0.06, s.size)
+        v[2] = 0.4  # one lucky early batch, above the level the run later rose to
+        crit = _critical_step(s, v)
+        assert crit is not None and crit <= 75, (seed, crit)  # fell at step 71

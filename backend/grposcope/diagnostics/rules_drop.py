@@ -58,6 +58,7 @@ from grposcope.diagnostics.signal import (
     r,
     streak_chance,
     trailing_mean,
+    trailing_median,
 )
 from grposcope.diagnostics.types import Sub
 from grposcope.dynamics.smoothing import step_spacing
@@ -124,7 +125,8 @@ def _collapse(key: str, s: np.ndarray, v: np.ndarray, p: Params,
     state = ("collapse", m, ref_n, p["drop_sigmas"])
     held = kept.get(state) if kept is not None else None
     first = min(held["rows"], rows) if held is not None else 0
-    centre, now, sigma, as_low, lag = _windows(v, m, ref_n, first)
+    reached = level_reached(v, m, kept)
+    centre, now, sigma, as_low, lag = _windows(v, m, ref_n, first, reached)
     if held is not None and first:
         centre = np.concatenate([held["centre"][:first], centre])
         now = np.concatenate([held["now"][:first], now])
@@ -160,7 +162,7 @@ def _collapse(key: str, s: np.ndarray, v: np.ndarray, p: Params,
     # paged critical). A log every 10 steps sees the no-clip collapse 8.5 σ down at once.
     sustained = _sustained(fall >= _AT_ONCE * bar * np.maximum(sigma, 1e-12), source)
     known = held.get("odds") if held is not None and first else None
-    plain, places = _outlier_odds(v, source, centre, centre - bar * sigma, m, ref_n, known)
+    plain, places = _outlier_odds(v, source, centre, centre - bar * sigma, m, ref_n, reached, known)
     if kept is not None:
         kept[state]["odds"] = (plain, places)
     dense = plain * places <= p["flatline_chance"]
@@ -199,7 +201,7 @@ def _collapse(key: str, s: np.ndarray, v: np.ndarray, p: Params,
 
 
 def _outlier_odds(v: np.ndarray, source: np.ndarray, centre: np.ndarray, under: np.ndarray,
-                  m: int, ref_n: int,
+                  m: int, ref_n: int, reached_before: np.ndarray,
                   known: tuple[np.ndarray, np.ndarray] | None = None,
                   ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """Per collapse window: the chance, by the run's own history, of as many points under the
@@ -222,7 +224,6 @@ def _outlier_odds(v: np.ndarray, source: np.ndarray, centre: np.ndarray, under: 
     done = 0 if known is None else min(known[0].size, source.size)
     if known is not None:
         plain[:done], places[:done] = known[0][:done], known[1][:done]
-    reached_before = np.concatenate([[-np.inf], np.maximum.accumulate(v)[:-1]])
     edges = np.append(np.flatnonzero(np.diff(source, prepend=-2) != 0), source.size)
     for a, b in zip(edges[:-1].tolist(), edges[1:].tolist(), strict=True):
         j = int(source[a])
@@ -401,7 +402,18 @@ def collapse_windows(s: np.ndarray, p: Params) -> tuple[int, int]:
     return int(p["drop_points"]), min(ref_n, int(p["drop_reference"]))
 
 
-def _windows(v: np.ndarray, m: int, ref_n: int, first: int,
+def level_reached(v: np.ndarray, m: int, kept: dict | None = None) -> np.ndarray:
+    """At each point, the highest level the reward had reached before it: the running maximum
+    of its trailing median over ``m`` points (the collapse's recent window). A level, not a
+    point: until 2026-12-06 (session 27) one high outlier early in a noisy rise counted as
+    having reached the level, and every low point of the rise after it as the run "having
+    been that low" — a corpus run grafted to fall back to its start, 5.7 noise σ down, paged
+    16 points late (bench/collapse_injection.py)."""
+    level = np.maximum.accumulate(trailing_median(v, m, kept))
+    return np.concatenate([[-np.inf], level[:-1]])
+
+
+def _windows(v: np.ndarray, m: int, ref_n: int, first: int, before_each: np.ndarray,
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
     """Reference median, recent median, noise σ, the count of the 3 reference windows'
     values at or below the recent median, and how many points further back the reference
@@ -437,7 +449,6 @@ def _windows(v: np.ndarray, m: int, ref_n: int, first: int,
     # of the level it fell from (harvest4's lr 5e-5 run of a CS336-style loop, which fell back
     # to its start, read "been that low" off its own first steps: critical 6 points after its
     # fall passed 3 noise σ, 2026-12-05).
-    before_each = np.concatenate([[-np.inf], np.maximum.accumulate(v)[:-1]])
     reached = _history(before_each, -np.inf, m, ref_n, first, centre.size)
     as_low = np.count_nonzero((hist <= now[:, None]) & (reached >= centre[:, None]), axis=1)
     return centre, now, np.maximum(sigma, spread), as_low, lag
