@@ -166,15 +166,31 @@ def test_verdicts_from_a_memo_equal_a_fresh_evaluation() -> None:
 
 
 @pytest.mark.parametrize("n", [10, 60, 100, 5000])
-def test_the_coarse_prefix_ends_where_the_reward_shows_its_18th_value(n) -> None:
+def test_the_coarse_prefix_ends_where_the_reward_shows_one_value_too_many(n) -> None:
     rng = np.random.default_rng(n)
     k8 = rng.integers(0, 9, n) / 8
     end, values, _, codes = _coarse_prefix(k8)
     assert end == n and (values[codes] == k8).all()
     seen = np.unique(k8).size
-    grown = np.concatenate([k8, rng.normal(size=20)])
+    grown = np.concatenate([k8, rng.normal(size=2 * COARSE_VALUES)])
     end, values, first_seen, codes = _coarse_prefix(grown)
     assert end == n + COARSE_VALUES - seen and values.size == COARSE_VALUES
     assert (values[codes] == grown[:end]).all() and (grown[first_seen] == values).all()
     continuous = rng.normal(size=n)
     assert _coarse_prefix(continuous)[0] == min(n, COARSE_VALUES)
+
+
+def test_a_coarse_reward_logged_every_three_steps_still_pages_its_collapse() -> None:
+    """One prompt × 8 completions averaged over 3 logged steps takes values k/24: 25 of them,
+    more than the 17 this form judged until session 27, and its noise hides a fall from ~0.8
+    to ~0.05 from the σ form (a textbook's no-KL run logged so raised only a degradation)."""
+    rng = np.random.default_rng(7)
+    easy = rng.random(600) < 0.8  # each step's one prompt: mostly solved, sometimes not
+    p_ok = np.where(np.arange(600) < 450, np.where(easy, 0.95, 0.1), 0.04)
+    per_step = rng.binomial(8, p_ok) / 8
+    v = per_step.reshape(-1, 3).mean(axis=1)  # 200 logged points, every 3 steps
+    s = np.arange(3, 601, 3)
+    assert np.unique(v).size > 17
+    sub = low_streak("reward", s, v, P, _first(s, v))
+    assert sub is not None and (sub[1][150:] == 3).any()  # fell at point 150 (step 451)
+    assert not (sub[1][:150] == 3).any()

@@ -24,7 +24,8 @@ top and length are chosen after the fact, and on 2,000 synthetic runs of one pro
 completions a step at a steady 0.3–0.9 (the most bimodal draw of prompts) 10⁻³ paged 5,
 3 × 10⁻⁴ 1 and 10⁻⁴ none; the textbook's collapse pages at 264, 265 and 265.
 
-Only where the reward is coarse: at most ``COARSE_VALUES`` distinct values so far. A
+Only where the reward is coarse: at most ``COARSE_VALUES`` distinct values so far, some of
+them repeated. A
 continuous reward (the mean over a large batch) moves smoothly, its points are autocorrelated
 over more than one step, and a run of them under a quantile is no rarer than its wandering
 makes it, which a chain of one step's memory would read as a collapse; its collapses are the
@@ -44,9 +45,14 @@ from grposcope.diagnostics.types import Sub
 
 Params = dict[str, float]
 
-# One prompt × 16 completions scored 0/1 averages to one of 17 values; a reward with more
-# distinct values so far is treated as continuous (the noise-σ collapse form's).
-COARSE_VALUES = 17
+# One prompt × 32 completions scored 0/1 averages to one of 33 values, and so does one prompt ×
+# 8 completions averaged over 3 or 4 logged steps; a reward with more distinct values so far, or
+# none repeated, is treated as continuous (the noise-σ collapse form's). 17 (one prompt × 16)
+# until session 27: logged every 3 steps (values k/24), a textbook's no-KL collapse from 0.83
+# to 0.04 — 2.4–3.1 σ of so noisy a mean, under the σ form's bar — was only a degradation
+# warning; critical at 312 now (its twin logged with entropy at 279), the corpus replay
+# unchanged at every cadence (1, 2, 3, 5, 10, 20), docs/alerts.md.
+COARSE_VALUES = 33
 # The longest streak looked back over: by then its chance has long decided, and the walk back
 # from each point stays bounded on a run that sits at its floor for thousands of steps.
 LONGEST_STREAK = 64
@@ -63,7 +69,7 @@ def low_streak(key: str, s: np.ndarray, v: np.ndarray, p: Params, first: int,
     the verdicts of an earlier evaluation (memo.py), ``relaxed`` where a precursor is open,
     as for the flat line."""
     end, values, first_seen, codes = _coarse_prefix(v)
-    if end < first + SHORTEST_STREAK:
+    if end < first + SHORTEST_STREAK or values.size >= end:  # no value repeated: continuous
         return None
     relaxed = np.zeros(v.size, dtype=bool) if relaxed is None else relaxed
     level = np.zeros(v.size, dtype=np.int8)
