@@ -123,20 +123,17 @@ def test_the_unseen_collapses_page_critical_and_every_fall_is_flagged(replayed) 
 
 
 def _clock(v: np.ndarray, at: int) -> int | None:
-    """Issue #12's clock: the first index from the labelled fall on where the median of the
-    last 5 points (sustained over a few logged points) lies 3 noise σ under the median of the
-    20 points before the fall, σ their robust step noise (first differences, as the rule's).
+    """Issue #12's clock (`bench/collapse_injection.py`'s, which scores grafted falls by it):
+    the first index from the labelled fall on where the median of the last 5 points
+    (sustained over a few logged points) lies 3 noise σ under the median of the 20 points
+    before the fall, σ their robust step noise (first differences, as the rule's).
     None where the fall never gets there: one prompt × 8 completions a step moves 0.26–0.66 a
     step on a 0–1 reward, so its falls from 0.75 to 0.15 (a from-scratch GRPO book's no-KL
     runs, harvest5) stay under 3 σ at every point; they must be flagged, not paged.
     Before 2026-12-06 this test timed from the fall being half done, a stricter clock on
     such runs (the noise of a 5-point median starts it at once); docs/alerts.md gives both."""
-    ref = v[at - MIN_POINTS_BEFORE : at]
-    d = np.diff(ref)
-    mad = float(np.median(np.abs(d - np.median(d))))
-    sigma = mad / (np.sqrt(2.0) * 0.6745) if mad > 0 else float(np.std(d)) / np.sqrt(2.0)
-    bar = float(np.median(ref)) - 3.0 * sigma
-    return next((i for i in range(at, v.size) if np.median(v[i - 4 : i + 1]) <= bar), None)
+    (injection,) = load("collapse_injection")
+    return injection.clock(v, at)
 
 
 def _no_signal(name: str, kind: str, corpus) -> bool:
