@@ -416,9 +416,11 @@ def level_reached(v: np.ndarray, m: int, kept: dict | None = None) -> np.ndarray
 def _windows(v: np.ndarray, m: int, ref_n: int, first: int, before_each: np.ndarray,
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
     """Reference median, recent median, noise σ, the count of the 3 reference windows'
-    values at or below the recent median, and how many points further back the reference
-    was taken (0 or ``ref_n``), of the collapse windows from row ``first`` on (row-wise: the
-    same numbers whether computed with the earlier rows or not)."""
+    values at or below the recent median (of those after ``before_each``, the level the
+    reward had reached before each point, `level_reached`, was at the reference level), and
+    how many points further back the reference was taken (0 or ``ref_n``), of the collapse
+    windows from row ``first`` on (row-wise: the same numbers whether computed with the
+    earlier rows or not)."""
     win = np.lib.stride_tricks.sliding_window_view(v[first:], m + ref_n)
     ref, now_w = win[:, :ref_n], win[:, ref_n:]
     centre, now = np.median(ref, axis=1), np.median(now_w, axis=1)
@@ -444,8 +446,8 @@ def _windows(v: np.ndarray, m: int, ref_n: int, first: int, before_each: np.ndar
     # How many of those earlier values lay as low as the recent median: a reward with heavy
     # negative outliers (a kernel task's −9 to −13 for code that does not run, one batch in
     # fifteen) sometimes puts three of five points there by chance, which no σ of its
-    # typical steps explains, but its own history does. Only values after the reward had
-    # first reached the reference level count: a run's start before its rise is no outlier
+    # typical steps explains, but its own history does. Only values after the reward's level
+    # had first reached the reference level count: a run's start before its rise is no outlier
     # of the level it fell from (harvest4's lr 5e-5 run of a CS336-style loop, which fell back
     # to its start, read "been that low" off its own first steps: critical 6 points after its
     # fall passed 3 noise σ, 2026-12-05).

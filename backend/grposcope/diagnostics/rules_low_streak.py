@@ -25,15 +25,14 @@ completions a step at a steady 0.3–0.9 (the most bimodal draw of prompts) 10�
 3 × 10⁻⁴ 1 and 10⁻⁴ none; the textbook's collapse pages at 264, 265 and 265.
 
 Only where the reward is coarse: at most ``COARSE_VALUES`` distinct values so far, some of
-them repeated. A
-continuous reward (the mean over a large batch) moves smoothly, its points are autocorrelated
-over more than one step, and a run of them under a quantile is no rarer than its wandering
-makes it, which a chain of one step's memory would read as a collapse; its collapses are the
-noise-σ form's, whose σ is small there. Once a streak pages, each further point at or below
-its top extends it (the evidence says since when). Only once the full collapse form has its
-windows (`collapse_windows`): a history of a few points says little about the share f, and
-early in a run the reward is still moving (the early collapse form judges those points).
-Causal: index i reads points 0..i only.
+them repeated. A continuous reward (the mean over a large batch) moves smoothly, its points are
+autocorrelated over more than one step, and a run of them under a quantile is no rarer than
+its wandering makes it, which a chain of one step's memory would read as a collapse; its
+collapses are the noise-σ form's, whose σ is small there. Once a streak pages, each further
+point at or below its top extends it (the evidence says since when). Only once the full
+collapse form has its windows (`collapse_windows`): a history of a few points says little
+about the share f, and early in a run the reward is still moving (the early collapse form
+judges those points). Causal: index i reads points 0..i only.
 """
 
 from __future__ import annotations
