@@ -158,3 +158,31 @@ def test_every_log_the_readers_know_is_loaded_and_every_one_left_out_is_named(
     err = capsys.readouterr().err
     assert "skipped no_reward.csv: no reward series" in err
     assert "skipped short.csv: 5 finite reward points" in err
+
+
+@pytest.fixture(scope="module", params=[2, 20])
+def replayed_at_other_cadences(real_logs: Path, request) -> tuple[int, list[dict]]:
+    replay_mod, corpus = _bench()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        runs = corpus.load_runs([real_logs, real_logs / "extra", real_logs / "wide"])
+        every = int(request.param)
+        return every, [replay_mod.replay(corpus.logged_every(run, every)) for run in runs]
+
+
+def test_logged_every_2_or_20_steps_no_critical_or_wrong_stop_on_runs_that_did_not_fail(
+    replayed_at_other_cadences,
+) -> None:
+    """Cadences the rules were never checked at before session 27 (a user logs at whatever
+    cadence they like): no critical on a run that did not fail, and no stop followed by a
+    gain of 0.5 run-σ. (Every 3 steps one healthy-labelled run pages, a real fall its label
+    does not see: docs/alerts.md, "Cadences never replayed before".)"""
+    replay_mod, corpus = _bench()
+    every, results = replayed_at_other_cadences
+    quiet = [r for r in results if corpus.label(r["run"].name) != "failing"]
+    crit = [(r["run"].name, e[0]) for r in quiet for e in r["episodes"] if e[2] == "critical"]
+    assert crit == [], every
+    stops = [(r["run"], e[1]) for r in results for e in r["episodes"]
+             if e[0] == "plateau_reached"]  # fmt: skip
+    wrong = [(run.name, step) for run, step in stops if replay_mod.gain_after(run, step) >= 0.5]
+    assert wrong == [], every
