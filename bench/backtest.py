@@ -58,6 +58,7 @@ from grposcope.dynamics.fit_result import FitResult  # noqa: E402
 from grposcope.dynamics.model import single_exponential, trajectory  # noqa: E402
 
 CUTS = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7)
+HORIZONS = ("next10", "last20")  # the next 10 % of the run's points, and its last 20 %
 ALPHA = 0.2
 FORECASTERS = ("persistence", "exponential", "oscillator", "grposcope", "no total")
 CANDIDATES = ("long_level", "oscillator", "exponential", "oscillator_curve", "exponential_curve")
@@ -103,8 +104,8 @@ def cases(runs: list[Run]) -> list[Case]:
             fit = fit_series(run.steps[:ns], run.values[:ns], horizon=float(run.steps[-1]))
             if not fit.theta:
                 continue
-            targets = {"next10": (ns, min(n, ns + max(1, round(0.1 * n)))),
-                       "last20": (max(ns, round(0.8 * n)), n)}  # fmt: skip
+            targets = dict(zip(HORIZONS, ((ns, min(n, ns + max(1, round(0.1 * n)))),
+                                          (max(ns, round(0.8 * n)), n)), strict=True))  # fmt: skip
             for horizon, (a, b) in targets.items():
                 if b > a:
                     out.append(Case(run, cut, horizon, ns, a, b, fit))
@@ -392,7 +393,7 @@ def _held_report(all_cases: list[Case], t: Table, held: dict[str, list[Pred]]) -
     horizon = np.array([c.horizon for c in all_cases])
     for c in CUTS:
         groups[f"cut {c:.0%}"] = t.cut == c
-        groups |= {f"cut {c:.0%} {h}": (t.cut == c) & (horizon == h) for h in ("next10", "last20")}
+        groups |= {f"cut {c:.0%} {h}": (t.cut == c) & (horizon == h) for h in HORIZONS}
     for name, m in groups.items():
         cells = {f: _cell(all_cases, p, m) for f, p in cols.items()}
         e = {f: v[0] for f, v in cells.items()}

@@ -48,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from alert_replay import replay  # noqa: E402
 from corpus import Run, label, load_runs, logged_every, require_runs  # noqa: E402
 
+from grposcope.diagnostics.signal import noise_sd  # noqa: E402
 from grposcope.dynamics.fit import fit_series  # noqa: E402
 
 CUTS = (0.4, 0.6, 0.8)
@@ -60,6 +61,7 @@ SHORT_REFERENCE = 8  # a sparse log's clock: as many points as there are, this m
 PAGE_WITHIN = 5
 MIN_AFTER = 2 * PAGE_WITHIN  # logged points after a fall for its graft to be scored
 FALL_RUN_SDS = 2.0
+Bounds = tuple[float, float] | None
 
 
 def fall_size(v: np.ndarray, at: int) -> float:
@@ -70,7 +72,7 @@ def fall_size(v: np.ndarray, at: int) -> float:
     return max(level - start, FALL_RUN_SDS * float(np.std(v)))
 
 
-def graft(run: Run, kind: str, cut: float, bounds: tuple[float, float] | None) -> tuple[Run, int]:
+def graft(run: Run, kind: str, cut: float, bounds: Bounds) -> tuple[Run, int]:
     """The run with a fall of `kind` grafted on from `cut` of its points; (run, the index of
     the last point of the fall)."""
     v = run.values.astype(float)
@@ -89,28 +91,21 @@ def _length(kind: str, n: int) -> int:
     return {"cliff": 1, "slide": SLIDE_POINTS, "drift": max(2, round(DRIFT_SHARE * n))}[kind]
 
 
-def step_noise(ref: np.ndarray) -> float:
-    """The robust step noise of a reference window (first differences' MAD), as the clock's."""
-    d = np.diff(ref)
-    mad = float(np.median(np.abs(d - np.median(d))))
-    return mad / (np.sqrt(2.0) * 0.6745) if mad > 0 else float(np.std(d)) / np.sqrt(2.0)
-
-
 def clock(v: np.ndarray, at: int) -> int | None:
     """Issue #12's clock (as tests/diagnostics/test_unseen_replay.py): the first index from
     the fall where the median of the last 5 points lies 3 noise σ under the median of the 20
     points before it (on a sparse log, of as many as there are), σ their robust step noise."""
     ref = v[max(0, at - REFERENCE) : at]
-    bar = float(np.median(ref)) - 3.0 * step_noise(ref)
+    bar = float(np.median(ref)) - 3.0 * noise_sd(ref)
     return next((i for i in range(at, v.size) if np.median(v[i - 4 : i + 1]) <= bar), None)
 
 
-def score(job: tuple[Run, str, float, int]) -> dict:
-    """One graft replayed: flagged / critical after the graft, and the delay from the clock."""
-    run, kind, cut, every = job
+def score(job: tuple[Run, Bounds, str, float, int]) -> dict:
+    """One graft replayed: flagged / critical after the graft, and the delay from the clock.
+    ``bounds``: the range the run's reward cannot leave (`fit.bounds`), found once per run."""
+    run, bounds, kind, cut, every = job
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        bounds = fit_series(run.steps, run.values).bounds
         grafted, last = graft(run, kind, cut, bounds)
         seen = logged_every(grafted, every)
         at = int(np.searchsorted(seen.steps, run.steps[int(round(cut * run.values.size))]))
@@ -127,7 +122,8 @@ def score(job: tuple[Run, str, float, int]) -> dict:
     if at >= SHORT_REFERENCE and end < seen.values.size:
         ref = seen.values[max(0, at - REFERENCE) : at]
         fallen = float(np.median(ref)) - float(np.median(seen.values[end : end + 10]))
-        size = fallen / step_noise(ref) if step_noise(ref) > 0 else np.inf
+        sigma = noise_sd(ref)
+        size = fallen / sigma if sigma > 0 else np.inf
     delay = None
     if crit is not None and far is not None:
         delay = int(np.searchsorted(seen.steps, crit)) - far
@@ -181,7 +177,11 @@ def main() -> None:
     runs = [r for r in runs if r.values.size >= MIN_POINTS and r.sd > 0]  # a constant: no fall
     if not require_runs(runs, args.folders):
         sys.exit(1)
-    jobs = [(r, kind, cut, args.log_every) for r in runs for kind in KINDS for cut in CUTS]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        bounds = [fit_series(r.steps, r.values).bounds for r in runs]
+    pairs = zip(runs, bounds, strict=True)
+    jobs = [(r, b, kind, cut, args.log_every) for r, b in pairs for kind in KINDS for cut in CUTS]
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         rows = list(pool.map(score, jobs))
     short = [r for r in rows if r["after"] < MIN_AFTER]

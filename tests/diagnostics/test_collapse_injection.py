@@ -45,6 +45,6 @@ def test_a_deep_cliff_on_a_noisy_run_is_scored_as_paged_in_time():
     rng = np.random.default_rng(2)
     rise = 0.2 + 0.6 * (1 - np.exp(-np.arange(200) / 30))
     run = _run(rise + rng.normal(0, 0.04, 200))
-    deep = inj.score((run, "cliff", 0.6, 1))
+    deep = inj.score((run, None, "cliff", 0.6, 1))
     assert deep["size"] > 6 and deep["critical"]
     assert deep["delay"] is not None and deep["delay"] <= inj.PAGE_WITHIN
