@@ -72,3 +72,35 @@ def test_a_fall_back_to_the_start_pages_although_one_early_batch_scored_high():
         v[2] = 0.4  # one lucky early batch, above the level the run later rose to
         crit = _critical_step(s, v)
         assert crit is not None and crit <= 75, (seed, crit)  # fell at step 71
+
+
+def _sparse_delays(fall_at: int) -> list[int | None]:
+    """Logged points from the fall to the first critical (None: never) on 20 runs of 30 points
+    logged every 10 steps: 0.3 → 0.7 over the first 3 points, noise 0.03, then a fall of 0.3
+    (10 noise σ) at `fall_at` that stays."""
+    out = []
+    for seed in range(20):
+        rng = np.random.default_rng(seed)
+        s = np.arange(10, 310, 10)
+        v = np.interp(s, [10, 30, fall_at - 10, fall_at], [0.3, 0.7, 0.7, 0.4])
+        crit = _critical_step(s, v + rng.normal(0, 0.03, s.size))
+        out.append(None if crit is None else (crit - fall_at) // 10)
+    return out
+
+
+def test_a_short_sparse_run_that_falls_10_sigma_pages_within_five_points():
+    """Until the collapse's 3 reference windows are logged, their spread is read off the
+    values after the level was reached, where a reference's worth remain: a rise and its
+    plateau are no line, and their residuals about one read as noise (σ 0.09 for noise 0.03).
+    Falling at the 18th point: before session 28, 16 of 20 in time; now all."""
+    delays = _sparse_delays(180)
+    assert all(d is not None and d <= 5 for d in delays), delays
+
+
+def test_a_fall_is_paged_after_its_first_points_entered_the_reference():
+    """Falling at the 9th point, the first windows' reference still holds the rise and the fall
+    may pass under the bar only later, once its own first points are in the reference; they
+    counted as the run "having been that low", so 12 of 20 such runs raised no critical at all
+    before session 28; now 2."""
+    delays = _sparse_delays(90)
+    assert sum(d is not None for d in delays) >= 16, delays

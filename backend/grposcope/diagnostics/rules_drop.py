@@ -230,8 +230,12 @@ def _outlier_odds(v: np.ndarray, source: np.ndarray, centre: np.ndarray, under: 
         if j < 0 or b <= done:
             continue
         start, lo = j + ref_n, max(0, j - 2 * ref_n)
-        hist = v[lo:start][reached_before[lo:start] >= centre[j]]
-        k = int(np.count_nonzero(hist < under[j]))  # strictly: with σ 0 the bar is the level
+        fell = v[lo:start] <= 0.5 * (centre[j] + under[j])
+        own = _trailing(fell[None, :])[0]  # the fall's first points: the cluster's, not history
+        counted = reached_before[lo:start] >= centre[j]
+        hist = v[lo:start][counted]
+        # strictly: with σ 0 the bar is the level
+        k = int(np.count_nonzero((v[lo:start] < under[j]) & counted & ~own))
         low = np.cumsum(v[start : b - 1 + m + ref_n] < under[j])
         rows = np.arange(max(a, done), b)
         ends = rows + m - 1 - j  # each row's last recent point, from `start`
@@ -432,7 +436,6 @@ def _windows(v: np.ndarray, m: int, ref_n: int, first: int, before_each: np.ndar
     # Its values over 3 reference windows, where logged: a short autocorrelated window
     # understates how far the level wanders.
     hist = _history(v, np.nan, m, ref_n, first, centre.size)
-    spread = np.nanmedian(np.abs(_detrended(hist)), axis=1) / 0.6745
     # The level it fell from: the higher of the reference's median and the median of the
     # window before it (where logged). A fall spread over more than a reference window drags
     # the reference down with it: a GSPO run's reward slid 0.72 → 0.2 over 30 steps, and
@@ -452,8 +455,42 @@ def _windows(v: np.ndarray, m: int, ref_n: int, first: int, before_each: np.ndar
     # to its start, read "been that low" off its own first steps: critical 6 points after its
     # fall passed 3 noise σ, 2026-12-05).
     reached = _history(before_each, -np.inf, m, ref_n, first, centre.size)
-    as_low = np.count_nonzero((hist <= now[:, None]) & (reached >= centre[:, None]), axis=1)
+    # (the spread of a short history: of the values since the level was reached)
+    spread = np.nanmedian(np.abs(_detrended(_since_reached(hist, reached, centre, ref_n))), axis=1)
+    spread /= 0.6745
+    # The values just before the recent window that lie nearer its level than the
+    # reference's are the fall's own first points, not the run having been that low before.
+    low = hist <= now[:, None]
+    low &= ~_trailing(hist <= 0.5 * (now + centre)[:, None])
+    as_low = np.count_nonzero(low & (reached >= centre[:, None]), axis=1)
     return centre, now, np.maximum(sigma, spread), as_low, lag
+
+
+def _since_reached(hist: np.ndarray, reached: np.ndarray, centre: np.ndarray,
+                   fewest: int) -> np.ndarray:  # fmt: skip
+    """``hist`` with, on rows whose 3 windows are not all logged yet (a run's first points,
+    all of a short sparse run), the values from before the reward's level first reached the
+    reference level left out (NaN) where at least ``fewest`` (a reference's worth) remain: a
+    rise and its plateau are no line, and their residuals about one read as noise. Runs of 30
+    points logged every 10 steps that rose 0.3 → 0.7 in 3 points (noise 0.03) read σ ≈ 0.09
+    off their rise; falling 0.3 at their 18th point, 4 of 20 paged late (session 28). With
+    fewer values left (4–7) the spread of a G = 2 run's first plateau read 0.07 where its
+    reward moves 0.1–0.3 a point, and a dip paged critical: a long wander is not in so few."""
+    short = np.isnan(hist).any(axis=1)
+    if not short.any():
+        return hist
+    after = reached >= centre[:, None]
+    use = short & (np.count_nonzero(after & np.isfinite(hist), axis=1) >= fewest)
+    return np.where(use[:, None] & ~after, np.nan, hist)
+
+
+def _trailing(low: np.ndarray) -> np.ndarray:
+    """Per row, the unbroken run of True at its end (the values just before the recent
+    window). A cliff's first points enter the collapse's reference a few windows after the
+    fall; counted as the run "having been that low" they made it the run's own outliers, and
+    a corpus run logged every 10 steps grafted to fall 8 σ at its 13th point raised nothing
+    (bench/collapse_injection.py, session 28)."""
+    return np.logical_and.accumulate(low[:, ::-1], axis=1)[:, ::-1]
 
 
 def _history(a: np.ndarray, fill: float, m: int, ref_n: int, first: int,
