@@ -13,7 +13,7 @@ from grposcope.diagnostics.params import defaults
 from grposcope.diagnostics.rules_drop import collapse_windows, reward_drops
 from grposcope.diagnostics.rules_low_streak import COARSE_VALUES, _coarse_prefix, low_streak
 from grposcope.diagnostics.rules_stability import dynamical_instability
-from grposcope.diagnostics.signal import streak_chance
+from grposcope.dynamics.chance import streak_chance
 
 P = defaults("dynamical_instability")
 

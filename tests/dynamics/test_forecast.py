@@ -363,3 +363,31 @@ def test_a_failed_oscillator_fit_takes_out_only_its_own_candidates() -> None:
         fit.single_exponential, rate=float("nan")))  # fmt: skip
     assert all(dict(predict_window(broken, 100, 140).weights)[n] == 0.0
                for n in ("exponential", "exponential_curve"))  # fmt: skip
+
+
+def test_a_reward_held_at_one_value_is_forecast_at_it() -> None:
+    """A rise to ~0.6, then exactly 0 from step 130 (every completion scored 0: no group has
+    an advantage, the reward gives no gradient): the forecast is 0, method "held". Before
+    session 28 the curves' extrapolation put it 0.03–0.3 run-σ off where persistence was
+    exact (rasbt's clip + KL collapse)."""
+    rng = np.random.default_rng(0)
+    t = np.arange(1, 201, dtype=float)
+    y = np.clip(trajectory(t, 0.6, 0.1, 0.05, 0.9) + rng.normal(0, 0.08, t.size), 0.01, 1)
+    y[129:] = 0.0
+    fit = fit_series(t[:160], y[:160], horizon=500.0)
+    pred = predict_window(fit, 161, 200)
+    assert fit.recent_held and pred.method == "held"
+    assert pred.mean == 0.0 and all(w == 0.0 for _, w in pred.weights)
+    assert pred.lo <= 0.0 <= pred.hi
+
+
+def test_a_coarse_reward_repeating_a_common_value_is_not_held() -> None:
+    """One prompt × 4 completions at ~75 %: values k/4, 0.75 on half the steps, so 5 of them
+    in a row are chance, not a reward stuck where it gives no gradient."""
+    rng = np.random.default_rng(1)
+    t = np.arange(1, 121, dtype=float)
+    y = rng.binomial(4, 0.7, t.size) / 4.0
+    y[-5:] = 0.75
+    fit = fit_series(t, y, horizon=300.0)
+    assert not fit.recent_held
+    assert predict_window(fit, 121, 150).method == "mix"

@@ -26,7 +26,7 @@ forms measure a fall against the reward's own recent level and its own step nois
 - **flat line at the floor** (critical): the reward (or a component) has repeated one value,
   at or below every earlier value and below their median, for so many points in a row that its
   own history makes the streak implausible as noise: with that value seen in a share f of the
-  earlier points, E[f^L] over f's posterior (`signal.streak_chance`) ≤ ``flatline_chance``, counted
+  earlier points, E[f^L] over f's posterior (`chance.streak_chance`) ≤ ``flatline_chance``, counted
   over the places the streak could start. Every group then scores the same, so the policy gets
   no gradient: a run that fell to exactly zero stays there (the
   off-policy sweep's 16-epoch run, whose fall is only ~0.05 against a noisy start, so no
@@ -52,15 +52,14 @@ from grposcope.diagnostics.data import RunData, component_keys
 from grposcope.diagnostics.memo import scope
 from grposcope.diagnostics.rules_low_streak import low_streak
 from grposcope.diagnostics.signal import (
-    cluster_chance,
     noise_sd,
     points,
     r,
-    streak_chance,
     trailing_mean,
     trailing_median,
 )
 from grposcope.diagnostics.types import Sub
+from grposcope.dynamics.chance import cluster_chance, streak_chance
 from grposcope.dynamics.smoothing import step_spacing
 
 Params = dict[str, float]
@@ -205,7 +204,7 @@ def _outlier_odds(v: np.ndarray, source: np.ndarray, centre: np.ndarray, under: 
                   known: tuple[np.ndarray, np.ndarray] | None = None,
                   ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """Per collapse window: the chance, by the run's own history, of as many points under the
-    bar since the collapse opened (`signal.cluster_chance`, over the 3 reference windows
+    bar since the collapse opened (`chance.cluster_chance`, over the 3 reference windows
     before it, counting values after the reward first reached the reference level, as
     ``earlier_as_low`` does), and the places such a cluster could have started (1 outside a
     collapse, where the chance is 1). Their product ≤ ``flatline_chance``: the points are

@@ -12,7 +12,7 @@ its history scored only now and then. This form is the flat line generalised fro
 value to "at or below x": for each trailing streak of L points whose highest value x lies below
 the median of the n points before it, the chance of such a streak is that of a two-state Markov
 chain fitted to those n points: a first point at or below x, then L − 1 steps that stay there,
-each share the posterior predictive under Jeffreys' prior (`signal.streak_chance`, the flat
+each share the posterior predictive under Jeffreys' prior (`chance.streak_chance`, the flat
 line's). A chain and not independent points, so a reward whose lows come in runs (a policy
 that wanders for a while) is not read as collapsing each time it wanders: on 3,000 synthetic
 runs whose policy drifted ±0.1 over tens of steps, 42 paged as independent points and 16 as a
@@ -39,8 +39,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from grposcope.diagnostics.signal import r, streak_chance
+from grposcope.diagnostics.signal import r
 from grposcope.diagnostics.types import Sub
+from grposcope.dynamics.chance import streak_chance
 
 Params = dict[str, float]
 

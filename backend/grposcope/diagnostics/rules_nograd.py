@@ -25,8 +25,9 @@ from __future__ import annotations
 import numpy as np
 
 from grposcope.diagnostics.data import GRAD_NORM_KEYS, RunData, first_key
-from grposcope.diagnostics.signal import r, streak_chance
+from grposcope.diagnostics.signal import r
 from grposcope.diagnostics.types import Sub
+from grposcope.dynamics.chance import streak_chance
 
 Params = dict[str, float]
 
@@ -83,7 +84,7 @@ def no_gradient(data: RunData, p: Params) -> Sub | None:
 
 def _unlikely(g: np.ndarray, starts: np.ndarray, lengths: np.ndarray, p: Params) -> np.ndarray:
     """Whether each zero streak is too long for the run's own share of zero steps before it,
-    as the flat line judges a repeated reward (`signal.streak_chance` × the places it could
+    as the flat line judges a repeated reward (`chance.streak_chance` × the places it could
     start ≤ ``flatline_chance``). A run that never logged a 0 before has no such share: any
     streak of ``zero_grad_points`` is new. One prompt × 8 completions a step, all alike on
     59 % of the steps, has streaks of 10 zeros by chance: a 2,400-step run that never learns

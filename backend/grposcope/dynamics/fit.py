@@ -24,6 +24,7 @@ from numpy.typing import ArrayLike
 
 from grposcope.dynamics import fit_core as core
 from grposcope.dynamics import forecast, skill
+from grposcope.dynamics.chance import streak_chance
 from grposcope.dynamics.continuum import Hyper
 from grposcope.dynamics.edges import report
 from grposcope.dynamics.fit_constrained import fit_constrained
@@ -68,6 +69,14 @@ __all__ = ["FitResult", "WarmStart", "fit_series", "MIN_POINTS"]
 MIN_POINTS = 8  # four shape parameters need at least twice as many distinct steps
 MAX_POINTS = 400  # bins for the optimiser; quality statistics use every point
 RECENT_FRACTION = 0.1  # the "recent level": mean of the last 10 % of points (≥ 3)
+# A reward held at one exact value (`held`, `forecast.method`): at least this many points in
+# a row, and more than the value's share of the points before explains (the chance of such a
+# streak anywhere in them at most HELD_CHANCE, `chance.streak_chance`). A coarse reward (one
+# prompt × a few completions) repeats a value 3 times by chance; an Unsloth DAPO run sits at
+# its floor −7.5 for 5–10 steps between sporadic good batches (80 % of its steps), so its
+# level is above the floor and persistence of the floor missed it by 0.5 run-σ.
+HELD_POINTS = 5
+HELD_CHANCE = 0.01
 # A warm refit keeps the previous fit's basin and model (with or without t0); once the series
 # has grown by this factor since that fit, a cold fit looks at every basin and model again
 # (a delayed onset may only show later). Cold fits then happen O(log n) times per series.
@@ -265,6 +274,21 @@ def _constrained(
     )  # fmt: skip
 
 
+def held(values: np.ndarray, k: int) -> bool:
+    """Whether the last ``k`` values (at least HELD_POINTS) are one exact value, repeated for
+    longer than its share of the points before makes plausible: every completion scored the
+    same, no group has an advantage, and the reward gives the policy no gradient to leave it
+    (a collapse to exactly 0, a 0/1 reward saturated at 1)."""
+    last = values[-1]
+    same = values == last
+    streak = int(np.argmin(same[::-1])) if not same.all() else values.size
+    if streak < max(k, HELD_POINTS):
+        return False
+    n = values.size - streak
+    seen = int(np.count_nonzero(same[:n]))
+    return bool(streak_chance(seen, n, streak) * (n + 1) <= HELD_CHANCE)
+
+
 def fit_series(
     steps: ArrayLike,
     values: ArrayLike,
@@ -366,6 +390,7 @@ def fit_series(
         recent_level=float(np.mean(series.values[-k:])),
         n_recent=k,
         recent_first_step=float(series.steps[-k]),
+        recent_held=held(series.values, k),
         step_spacing=step_spacing(series.steps),
         noise=noise,
         long_level=float(np.mean(series.values[-max(3, int(round(LONG_FRACTION * n))) :])),

@@ -264,6 +264,10 @@ class FitResult:
     recent_level: float = float("nan")
     n_recent: int = 0
     recent_first_step: float = float("nan")  # first step of the recent-level window
+    # The recent window is one exact value (at least 3 points): every completion scored the
+    # same, so no group has an advantage and the reward gives the policy no gradient to leave
+    # it. The forecast is that value (`forecast.held`, its method "held").
+    recent_held: bool = False
     step_spacing: float = 1.0
     noise: NoiseSplit | None = None  # sampling vs dynamical split (fit_series(sampling=...))
     long_level: float = float("nan")  # mean of the last 30 % of points (the mix's long level)

@@ -156,18 +156,29 @@ def progress_scale(result: FitResult) -> float:
 
 def anchor(result: FitResult) -> tuple[str, float]:
     """(name, value) of the level the mix is anchored on (`fit_priors.ANCHOR_BY_THIRD`):
-    persistence, or in the last third of a planned run the exponentially smoothed level."""
+    persistence, or in the last third of a planned run the exponentially smoothed level;
+    persistence wherever the reward is held at one value (`method`)."""
     third = _third(result)
-    name = "recent_level" if third is None else ANCHOR_BY_THIRD[third]
+    name = "recent_level" if third is None or result.recent_held else ANCHOR_BY_THIRD[third]
     if name == "smoothed_level" and math.isfinite(result.smoothed_level):
         return name, result.smoothed_level
     return "recent_level", result.recent_level
 
 
+def method(result: FitResult) -> str:
+    """ "held" where the recent window is one exact value (`FitResult.recent_held`), else
+    "mix". A mean over completions that repeats one exact value has every completion scoring
+    the same: no group has an advantage, the reward gives the policy no gradient, and it
+    stays (a collapse to exactly 0, a 0/1 reward saturated at 1). The forecast is that value,
+    persistence's own: the curves' extrapolation missed it by up to 0.3 run-σ where
+    persistence was exact (docs/dynamics-fit.md, "A reward held at one value")."""
+    return "held" if result.recent_held else "mix"
+
+
 def _weights(result: FitResult) -> dict[str, float]:
     """The mix's weights for the run's stage and progress; a curve that did not converge adds
-    nothing (each curve is judged by its own fit)."""
-    scale = progress_scale(result)
+    nothing (each curve is judged by its own fit), and none adds anything to a held reward."""
+    scale = 0.0 if result.recent_held else progress_scale(result)
     weights = {name: scale * w for name, w in MIX_WEIGHTS[mix_stage(result)].items()}
     gone = [*(() if result.success else OSCILLATOR_CANDIDATES),
             *(() if _exponential_ok(result) else EXPONENTIAL_CANDIDATES)]  # fmt: skip
@@ -287,7 +298,7 @@ def predict_window(result: FitResult, start: float, end: float) -> Prediction:
     lo, hi = _clip(result, mean - half, mean + half)
     weights = tuple(sorted(_weights(result).items()))
     return Prediction(start, end, mean, float(lo), float(hi), float(np.mean(curve)),
-                      result.recent_level, weights, stage=stage(result),
+                      result.recent_level, weights, method=method(result), stage=stage(result),
                       progress=progress(result), anchor=name, anchor_level=level,
                       exponential_stage=exponential_stage(result),
                       shrink=shrink_of(result))  # fmt: skip
