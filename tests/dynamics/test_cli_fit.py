@@ -246,3 +246,17 @@ def test_human_output_of_a_clear_overshoot_has_no_caveat(log_csv: Path, capsys) 
     determined = _json(capsys)["regime_determined"]
     assert main(["fit", str(log_csv)]) == 0
     assert ("not determined" in capsys.readouterr().out) is (determined is False)
+
+
+def test_a_reward_held_at_zero_is_forecast_at_zero_and_says_why(tmp_path: Path, capsys) -> None:
+    rng = np.random.default_rng(3)
+    t = np.arange(1, 161)
+    y = np.clip(trajectory(t, 0.6, 0.1, 0.05, 0.9) + rng.normal(0, 0.08, t.size), 0.01, 1.0)
+    y[120:] = 0.0  # every completion scores 0 from step 121
+    p = tmp_path / "run.csv"
+    p.write_text("step,reward\n" + "\n".join(f"{s},{v}" for s, v in zip(t, y, strict=True)))
+    assert main(["fit", str(p), "--predict", "161:200", "--json"]) == 0
+    pred = _json(capsys)["prediction"]
+    assert pred["method"] == "held" and pred["mean"] == 0.0
+    assert main(["fit", str(p), "--predict", "161:200"]) == 0
+    assert "held: the recent points are one exact value" in capsys.readouterr().out

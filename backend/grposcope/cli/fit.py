@@ -263,9 +263,15 @@ def format_human(d: dict[str, Any]) -> str:
                 f"; observed {_num(p['observed_mean'])} "
                 f"(mean of {p['observed_points']} logged values)"
             )
+        held = ""
+        if p.get("method") == "held":
+            held = (
+                "; held: the recent points are one exact value (every completion scored "
+                "the same, so the reward gives no gradient to leave it)"
+            )
         lines.append(
             f"prediction, mean over steps {p['from']:g}–{p['to']:g}: {_num(p['mean'])} "
-            f"(80 %: {_num(p['lo'])} to {_num(p['hi'])}){observed}"
+            f"(80 %: {_num(p['lo'])} to {_num(p['hi'])}){observed}{held}"
         )
     if d.get("skill"):
         k = d["skill"]
