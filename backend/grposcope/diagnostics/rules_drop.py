@@ -231,10 +231,9 @@ def _outlier_odds(v: np.ndarray, source: np.ndarray, centre: np.ndarray, under: 
         start, lo = j + ref_n, max(0, j - 2 * ref_n)
         fell = v[lo:start] <= 0.5 * (centre[j] + under[j])
         own = _trailing(fell[None, :])[0]  # the fall's first points: the cluster's, not history
-        counted = reached_before[lo:start] >= centre[j]
+        counted = (reached_before[lo:start] >= centre[j]) & ~own
         hist = v[lo:start][counted]
-        # strictly: with σ 0 the bar is the level
-        k = int(np.count_nonzero((v[lo:start] < under[j]) & counted & ~own))
+        k = int(np.count_nonzero(hist < under[j]))  # strictly: with σ 0 the bar is the level
         low = np.cumsum(v[start : b - 1 + m + ref_n] < under[j])
         rows = np.arange(max(a, done), b)
         ends = rows + m - 1 - j  # each row's last recent point, from `start`

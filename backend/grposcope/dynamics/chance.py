@@ -1,7 +1,7 @@
 """How plausible a run of repeated values is by the run's own history: the posterior
 predictive of a value's share under Jeffreys' prior. Pure functions (scipy), shared by the
 alert rules (a flat line at the floor, a coarse reward's low streak, a collapse's outlier
-cluster) and the forecast (a reward held at one value, `fit.HELD_POINTS`)."""
+cluster) and the forecast (a reward held at one value, `fit.held`)."""
 
 from __future__ import annotations
 

@@ -264,9 +264,9 @@ class FitResult:
     recent_level: float = float("nan")
     n_recent: int = 0
     recent_first_step: float = float("nan")  # first step of the recent-level window
-    # The recent window is one exact value (at least 3 points): every completion scored the
-    # same, so no group has an advantage and the reward gives the policy no gradient to leave
-    # it. The forecast is that value (`forecast.held`, its method "held").
+    # The recent window is one exact value, repeated for longer than chance (`fit.held`): every
+    # completion scored the same, so no group has an advantage and the reward gives the policy
+    # no gradient to leave it. The forecast is that value (`forecast.method` "held").
     recent_held: bool = False
     step_spacing: float = 1.0
     noise: NoiseSplit | None = None  # sampling vs dynamical split (fit_series(sampling=...))

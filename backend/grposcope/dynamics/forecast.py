@@ -166,12 +166,13 @@ def anchor(result: FitResult) -> tuple[str, float]:
 
 
 def method(result: FitResult) -> str:
-    """ "held" where the recent window is one exact value (`FitResult.recent_held`), else
-    "mix". A mean over completions that repeats one exact value has every completion scoring
-    the same: no group has an advantage, the reward gives the policy no gradient, and it
-    stays (a collapse to exactly 0, a 0/1 reward saturated at 1). The forecast is that value,
-    persistence's own: the curves' extrapolation missed it by up to 0.3 run-σ where
-    persistence was exact (docs/dynamics-fit.md, "A reward held at one value")."""
+    """The forecast's method: "held" where the recent window is one exact value
+    (`FitResult.recent_held`), else "mix". A mean over completions that repeats one exact
+    value has every completion scoring the same: no group has an advantage, the reward gives
+    the policy no gradient, and it stays (a collapse to exactly 0, a 0/1 reward saturated at
+    1). The forecast is that value, persistence's own: the curves' extrapolation missed it by
+    up to 0.3 run-σ where persistence was exact (docs/dynamics-fit.md, "A reward held at one
+    value")."""
     return "held" if result.recent_held else "mix"
 
 
