@@ -161,7 +161,9 @@ def _collapse(key: str, s: np.ndarray, v: np.ndarray, p: Params,
     # paged critical). A log every 10 steps sees the no-clip collapse 8.5 σ down at once.
     sustained = _sustained(fall >= _AT_ONCE * bar * np.maximum(sigma, 1e-12), source)
     known = held.get("odds") if held is not None and first else None
-    plain, places = _outlier_odds(v, source, centre, centre - bar * sigma, m, ref_n, reached, known)
+    plain, places = _outlier_odds(
+        v, source, centre, (centre - bar * sigma, 0.5 * (centre + now)), m, ref_n, reached, known
+    )
     if kept is not None:
         kept[state]["odds"] = (plain, places)
     dense = plain * places <= p["flatline_chance"]
@@ -199,8 +201,9 @@ def _collapse(key: str, s: np.ndarray, v: np.ndarray, p: Params,
     return s, level, evidence, False
 
 
-def _outlier_odds(v: np.ndarray, source: np.ndarray, centre: np.ndarray, under: np.ndarray,
-                  m: int, ref_n: int, reached_before: np.ndarray,
+def _outlier_odds(v: np.ndarray, source: np.ndarray, centre: np.ndarray,
+                  bars: tuple[np.ndarray, np.ndarray], m: int, ref_n: int,
+                  reached_before: np.ndarray,
                   known: tuple[np.ndarray, np.ndarray] | None = None,
                   ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """Per collapse window: the chance, by the run's own history, of as many points under the
@@ -218,7 +221,11 @@ def _outlier_odds(v: np.ndarray, source: np.ndarray, centre: np.ndarray, under: 
     Each collapse is a contiguous stretch of windows with one source: one pass over them.
     ``known``: the odds of the first windows from an earlier evaluation (a window's odds
     read points up to its own end only), kept: on a 20,000-step run with hundreds of
-    outlier clusters this test took 35 of a warm refit's 45 ms when it judged them all."""
+    outlier clusters this test took 35 of a warm refit's 45 ms when it judged them all.
+    ``bars``: per window, the collapse's bar and the level halfway from the reference to the
+    recent median: the unbroken run of values under the latter just before the recent window
+    is the fall's own start, part of the cluster and not of its history (`_windows`)."""
+    under, midway = bars
     plain, places = np.ones(source.size), np.ones(source.size)
     done = 0 if known is None else min(known[0].size, source.size)
     if known is not None:
@@ -229,8 +236,7 @@ def _outlier_odds(v: np.ndarray, source: np.ndarray, centre: np.ndarray, under: 
         if j < 0 or b <= done:
             continue
         start, lo = j + ref_n, max(0, j - 2 * ref_n)
-        fell = v[lo:start] <= 0.5 * (centre[j] + under[j])
-        own = _trailing(fell[None, :])[0]  # the fall's first points: the cluster's, not history
+        own = _trailing((v[lo:start] <= midway[j])[None, :])[0]  # the fall's first points
         counted = (reached_before[lo:start] >= centre[j]) & ~own
         hist = v[lo:start][counted]
         k = int(np.count_nonzero(hist < under[j]))  # strictly: with σ 0 the bar is the level
