@@ -13,10 +13,12 @@ forms measure a fall against the reward's own recent level and its own step nois
   the robust spread of its values about their least-squares line over the 3 reference windows
   before the fall (a wandering, autocorrelated reward moves more than its step-to-step
   differences say; a rise across those windows is no noise: about one median, a tiny TRL run
-  that rose 0.2 → 0.8 and fell to 0 fourteen steps later read σ 0.37 and a fall of 2σ). It
+  that rose 0.2 → 0.8 and fell to 0 fourteen steps later read σ 0.37 and a fall of 2σ; until
+  the 3 windows are logged, of the values since the level was reached, `_since_reached`). It
   is critical from the first window that is new ground (see below). It opens at once
   (the points already confirm it), so it fires within a few logged points of the fall. It is
-  a warning where the 3 reference windows already held a value that low, or repeated one
+  a warning where the 3 reference windows already held a value that low (not counting the
+  fall's own first points, `_trailing`), or repeated one
   exact value (σ 0): a heavy-tailed or coarse reward's own outliers, clustered by chance —
   until more points stay under the bar than its history explains (`_outlier_odds`); where
   they bunch no more often than that history says they do (a chance above
