@@ -61,7 +61,7 @@ from grposcope.diagnostics.signal import (
     trailing_median,
 )
 from grposcope.diagnostics.types import Sub
-from grposcope.dynamics.chance import cluster_chance, streak_chance
+from grposcope.dynamics.chance import cluster_chance, streak_anywhere
 from grposcope.dynamics.smoothing import step_spacing
 
 Params = dict[str, float]
@@ -601,7 +601,7 @@ def _flatline(key: str, s: np.ndarray, v: np.ndarray, p: Params, kept: dict | No
         if v[i] >= median:
             continue
         # the chance of such a streak starting at any of the start + 1 places it could have
-        chance = streak_chance(seen, start, streak) * (start + 1)
+        chance = streak_anywhere(seen, start, streak)
         if chance <= p["flatline_chance"] * (p["precursor_odds"] if relaxed[i] else 1.0):
             level[i] = 3
             facts[i] = {"key": key, "value": r(float(v[i])), "points": streak,

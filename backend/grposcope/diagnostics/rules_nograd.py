@@ -27,7 +27,7 @@ import numpy as np
 from grposcope.diagnostics.data import GRAD_NORM_KEYS, RunData, first_key
 from grposcope.diagnostics.signal import r
 from grposcope.diagnostics.types import Sub
-from grposcope.dynamics.chance import streak_chance
+from grposcope.dynamics.chance import streak_anywhere
 
 Params = dict[str, float]
 
@@ -90,7 +90,7 @@ def _unlikely(g: np.ndarray, starts: np.ndarray, lengths: np.ndarray, p: Params)
     59 % of the steps, has streaks of 10 zeros by chance: a 2,400-step run that never learns
     paged critical twice (harvest3, 2026-12-05)."""
     zeros_before = np.concatenate([[0], np.cumsum(g == 0)])[starts]
-    chance = streak_chance(zeros_before, starts, lengths) * (starts + 1)
+    chance = streak_anywhere(zeros_before, starts, lengths)
     return (zeros_before == 0) | (chance <= p["flatline_chance"])
 
 

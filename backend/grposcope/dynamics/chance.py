@@ -25,6 +25,14 @@ def streak_chance(k: Any, n: Any, length: Any) -> Any:
     return np.exp(betaln(a + length, b) - betaln(a, b))
 
 
+def streak_anywhere(k: Any, n: Any, length: Any) -> Any:
+    """`streak_chance` times the n + 1 places such a streak could have started among the n
+    earlier points: how plausible it is that the run shows one like it somewhere by chance
+    (the flat line, the frozen grad_norm and the held forecast all judge a streak this way).
+    Element-wise on arrays."""
+    return streak_chance(k, n, length) * (np.asarray(n) + 1)
+
+
 def cluster_chance(low: Any, points: Any, k: Any, n: Any) -> Any:
     """The chance that at least `low` of `points` more points fall among values seen k times
     in n earlier points: the beta-binomial tail under the same Jeffreys posterior of their

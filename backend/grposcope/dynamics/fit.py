@@ -24,7 +24,7 @@ from numpy.typing import ArrayLike
 
 from grposcope.dynamics import fit_core as core
 from grposcope.dynamics import forecast, skill
-from grposcope.dynamics.chance import streak_chance
+from grposcope.dynamics.chance import streak_anywhere
 from grposcope.dynamics.continuum import Hyper
 from grposcope.dynamics.edges import report
 from grposcope.dynamics.fit_constrained import fit_constrained
@@ -71,7 +71,7 @@ MAX_POINTS = 400  # bins for the optimiser; quality statistics use every point
 RECENT_FRACTION = 0.1  # the "recent level": mean of the last 10 % of points (≥ 3)
 # A reward held at one exact value (`held`, `forecast.method`): at least this many points in
 # a row, and more than the value's share of the points before explains (the chance of such a
-# streak anywhere in them at most HELD_CHANCE, `chance.streak_chance`). A coarse reward (one
+# streak anywhere in them at most HELD_CHANCE, `chance.streak_anywhere`). A coarse reward (one
 # prompt × a few completions) repeats a value 3 times by chance; an Unsloth DAPO run sits at
 # its floor −7.5 for 5–10 steps between sporadic good batches (80 % of its steps), so its
 # level is above the floor and persistence of the floor missed it by 0.5 run-σ.
@@ -286,7 +286,7 @@ def held(values: np.ndarray, k: int) -> bool:
         return False
     n = values.size - streak
     seen = int(np.count_nonzero(same[:n]))
-    return bool(streak_chance(seen, n, streak) * (n + 1) <= HELD_CHANCE)
+    return bool(streak_anywhere(seen, n, streak) <= HELD_CHANCE)
 
 
 def fit_series(
