@@ -43,6 +43,25 @@ KNOWN_UNFLAGGED = {
     # its episodes independent draws; four points say nothing of their own noise), the train
     # reward flat and noisy at 0.36 ± 0.13 throughout: no series falls beyond its known noise.
     "joanvelja_gptoss-20b_omnimath_tinker_G8_v2_formatcollapse",
+    # harvest26 (session 30): a TRL fork's Qwen2.5-VL run whose reward (the mean of one rollout
+    # table a step, values k/16) read 2.4-3.7 over its first 5 steps, 1.5 at the 6th, then
+    # -0.25...2.0 to its end at 43 (entropy 1.03 -> 0.008, 99.5 % of completions cut at the
+    # length cap, grad_norm 0 from step 20, logged every 10 steps: 4 points each). Its step
+    # noise is 0.6-0.8 (the points jump by +-1), so the fall is 2.3 step-σ of a 5-point reference
+    # and the early form's bar, widened for σ read off 5 points, is 4.4 σ; the low streak's
+    # chain, fitted to 5-7 earlier points, cannot rule out a sticky wander (its chance stays
+    # at 0.05-0.6); the precursors' start and recent medians need 6 points of their series.
+    "juncylu_qwen25vl3b_aokvqa_grpo_mdi_20251022-181457_cliplength",
+}
+# Stops followed by a gain of 0.5 run-σ or more that the data up to the opening did not show,
+# each reported in docs/alerts.md, kept here as KNOWN_LATE is (the test fails once the stop no
+# longer opens there).
+KNOWN_LATE_GAINS = {
+    # harvest26 (session 30): an eval reward logged every 10 steps rose 1.08 -> 1.52 by step 100,
+    # then crept to 1.58 by 310 (slope since the fitted plateau's start t 1.7, worth 0.19 run-σ
+    # over the 200 steps left; over the recent half t 0.19 after a low point at 300), then
+    # climbed faster, to 1.70 at 510: +0.65 run-σ.
+    ("juncylu_qwen25vl_aokvqa_grpo_mdi_exp2", 310),
 }
 # The fewest points before a fall for the reward rules to have a level it fell from: the
 # collapse's early form's shortest reference (8, the full form's, until 2026-12-06).
@@ -89,9 +108,9 @@ def test_no_stop_advice_on_the_unseen_runs_is_followed_by_a_real_gain(replayed) 
     replay_mod, _ = load("alert_replay", "corpus")
     stops = [(r["run"], e[1]) for r in replayed for e in r["episodes"]
              if e[0] == "plateau_reached"]  # fmt: skip
-    wrong = [(run.name, step, round(replay_mod.gain_after(run, step), 2)) for run, step in stops
-             if replay_mod.gain_after(run, step) >= 0.5]  # fmt: skip
-    assert wrong == []
+    wrong = {(run.name, step) for run, step in stops if replay_mod.gain_after(run, step) >= 0.5}
+    names = {r["run"].name for r in replayed}
+    assert wrong == {k for k in KNOWN_LATE_GAINS if k[0] in names}
 
 
 def test_the_unseen_collapses_page_critical_and_every_fall_is_flagged(replayed) -> None:
