@@ -181,3 +181,31 @@ def test_train_and_eval_falling_to_zero_together_is_no_decoupling() -> None:
                     "eval_reward": (es, ev)}, "reward", "eval_reward")  # fmt: skip
     episodes = evaluate("reward_hacking", kept, HACKING).episodes
     assert episodes and episodes[0].severity == "critical"
+
+
+def test_a_train_gain_logged_every_10_steps_is_read_between_levels_not_single_points() -> None:
+    """A recommender's GRPO run logged every 10 steps (harvest28, session 30): the reward rose
+    0.07 → 0.18 while its held-out NDCG@10 fell at every one of six evals. `train_window` (10
+    steps) is one point there, and its rise read against one point's noise and the best of
+    140 single points was "no significant gain": nothing was raised. Read between levels of
+    LEVEL_MIN_POINTS points it is critical."""
+    rng = np.random.default_rng(7)
+    ts = np.arange(0, 1400, 10)
+    tv = 0.07 + 0.11 * np.minimum(ts / 1000, 1.0) + rng.normal(0.0, 0.025, ts.size)
+    es = np.arange(200, 1400, 200)
+    ev = np.array([0.0222, 0.0213, 0.0201, 0.0189, 0.0179, 0.0165])
+    data = RunData({"reward": (ts, tv), "eval_reward": (es, ev)}, "reward", "eval_reward")
+    episodes = evaluate("reward_hacking", data, HACKING).episodes
+    assert [(e.opened_step, e.severity) for e in episodes] == [(800, "critical")]
+    assert episodes[0].evidence["train_progress"] > 0.7
+
+
+def test_fewer_train_points_than_the_window_beside_enough_evals_is_judged_not_an_error() -> None:
+    """Five per-step train points (the window is 10) beside six evals raised IndexError until
+    session 30, shown on the run page as "could not evaluate: index 0 is out of bounds"."""
+    ts, es = np.arange(1, 6), np.arange(0, 6)
+    data = RunData({"reward": (ts, np.array([0.1, 0.2, 0.15, 0.3, 0.25])),
+                    "eval_reward": (es, np.array([0.5, 0.4, 0.45, 0.3, 0.35, 0.2]))},
+                   "reward", "eval_reward")  # fmt: skip
+    outcome = evaluate("reward_hacking", data, HACKING)
+    assert outcome.status == "ok", outcome.reason

@@ -35,6 +35,7 @@ import numpy as np
 
 from grposcope.diagnostics.data import RunData, component_keys
 from grposcope.diagnostics.signal import (
+    LEVEL_MIN_POINTS,
     first_value_held,
     points,
     r,
@@ -196,18 +197,12 @@ def _reach(
     return np.where(sd > 0, gain / np.where(sd > 0, sd, 1.0), np.where(gain > 0, np.inf, 0.0))
 
 
-# The fewest points the recent level the gain left is measured from averages: `smooth_window`
-# is 10 steps, one point of a log every 10 or 20 steps, an observation rather than a level. A
-# 920-step TRL run logged every 20 steps (harvest24, session 29) read "stopping now saves 460
-# steps" from a point just after a dip (the five before it 0.762, the fit's p* 0.766, the
-# point 0.768) and ended 0.63 run-σ higher; over five points the fit's p* lies above the
-# level by more than its s.e., and the stop waits.
-LEVEL_MIN_POINTS = 5
-
-
 def _gain_left(data: RunData, p: Params, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(gain left, beyond its noise) at each step of `at`: the latest fit at or before it, against
-    the recent level over `smooth_window` steps and at least `LEVEL_MIN_POINTS` points."""
+    the recent level over `smooth_window` steps and at least `LEVEL_MIN_POINTS` points (a run
+    logged every 20 steps read "stop now" from one point just after a dip: the five before it
+    0.762, the fit's p* 0.766, the point 0.768; over five points p* lies above the level by
+    more than its s.e., and the stop waits)."""
     left, beyond = np.full(at.size, np.nan), np.zeros(at.size, dtype=bool)
     reward = data.finite(data.reward_key)
     fits = [f for f in data.fits if f.success and f.p_star is not None]

@@ -4,6 +4,7 @@ plateau. Each returns a Trace, or a string saying why it cannot be judged (unava
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -21,6 +22,7 @@ from grposcope.diagnostics.noise import max_bias, shared_window_se
 from grposcope.diagnostics.rules_improving import improving_checks
 from grposcope.diagnostics.rules_stuck import no_learning, seen_enough
 from grposcope.diagnostics.signal import (
+    LEVEL_MIN_POINTS,
     held_level,
     noise_sd,
     points,
@@ -53,32 +55,22 @@ def reward_hacking(data: RunData, p: Params) -> Trace | str:
     k = int(p["eval_points"])
     if es.size < k + 1 or ts.size < 3:
         return f"{es.size} eval points so far; the rule needs {k + 1}"
-    w = points(p["train_window"], ts)
-    t_level = shared_trailing_mean(data, tv, w)
-    t_se = noise_sd(tv) / math.sqrt(min(w, tv.size))
     e_level = shared_trailing_mean(data, evals, k)
     e_se = noise_sd(evals) / math.sqrt(k) if evals.size >= 4 else 0.0
-    idx = last_index_at(ts, es)
-    t0, e0 = t_level[min(w, tv.size) - 1], e_level[k - 1]
-    # Vectorised over the eval points (the same arithmetic the per-point loop did, so the same
-    # numbers); the running bests make it O(n): the max of t_level[w-1 : j+1] at each j.
-    # the best and the current train level are levels the run held (`held_level`): one
-    # glitch's window read "train at its best, eval not following", critical at once
-    t_held = held_level(t_level, w)
-    t_best = np.maximum.accumulate(t_held[w - 1 :])
+    e0 = e_level[k - 1]
     e_best = np.maximum.accumulate(e_level[k - 1 :])
     i = np.arange(k, es.size)
-    j = idx[i]
-    judged = j >= w - 1
-    t_peak = np.where(judged, t_best[np.clip(j - (w - 1), 0, None)], np.nan)
-    gain = t_peak - t0
-    # The gain is a difference of two window means (√2 × a mean's s.e.), and the peak is a
-    # running maximum of window means: on a flat noisy train reward it sits about √(2 ln n)
-    # s.e. above the level by chance alone (n windows so far). Without those a saturated verl
-    # run (train 0.94–0.96, eval flat at its best) read "eval stopped following" a "gain" of
-    # 0.94 → 0.96 that was its noise.
-    bar = (p["min_gain_sigmas"] * math.sqrt(2.0) + max_bias((j + 1) / max(w, 1))) * t_se
-    judged &= ~(gain <= bar) & ~(gain <= 0)
+    j = last_index_at(ts, es)[i]
+    # The train gain is read between levels of at least LEVEL_MIN_POINTS points: logged every
+    # 10 steps, `train_window` is one point, and a recommender's GRPO run that rose 0.07 →
+    # 0.18 while its held-out NDCG fell at every eval read its rise against one point's noise
+    # and the best of 140 single points: "no significant gain" (harvest28, session 30).
+    # Whether the train reward holds is read at `train_window` as before (per step and every
+    # 2 steps the two are one window).
+    g = _train_path(data, tv, j, points(p["train_window"], ts, LEVEL_MIN_POINTS), p)
+    h = _train_path(data, tv, j, points(p["train_window"], ts), p)
+    t0, t_held, gain = g.start, g.held, g.peak - g.start
+    judged = g.judged & ~(gain <= g.bar) & ~(gain <= 0)
     e_peak = e_best[i - (k - 1)]
     e_gain = e_peak - e0
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -110,11 +102,11 @@ def reward_hacking(data: RunData, p: Params) -> Trace | str:
     # on a short log the noise of a few train points can be as large as the fall itself
     # (the off-policy sweep's 40-step run logged every 10 steps: train 0.024 → 0, eval
     # 0.038 → 0, both to exactly zero, read "train holds, eval fell", critical hacking).
-    t_fall_bar = p["min_gain_sigmas"] * math.sqrt(2.0) * t_se
-    t_now = t_held[np.clip(j, 0, None)]
-    t_lost = t0 - t_now
-    fell_too = (t_lost > 0) & (t_lost >= p["eval_fall_share"] * abs(t0))
-    holds = (j >= w - 1) & (t_lost <= t_fall_bar) & ~fell_too & ~(t_peak - t_now > bar)
+    t_fall_bar = p["min_gain_sigmas"] * math.sqrt(2.0) * h.se
+    t_now = h.held[np.clip(j, 0, None)]
+    t_lost = h.start - t_now
+    fell_too = (t_lost > 0) & (t_lost >= p["eval_fall_share"] * abs(h.start))
+    holds = h.judged & (t_lost <= t_fall_bar) & ~fell_too & ~(h.peak - t_now > h.bar)
     material = e0 - e_level[i] >= p["eval_fall_share"] * abs(e0)
     levels = np.zeros(es.size, dtype=np.int8)
     levels[i] = np.where(fires, np.where(fell, 3, 2), np.where(fell & holds & material, 3, 0))
@@ -125,14 +117,53 @@ def reward_hacking(data: RunData, p: Params) -> Trace | str:
         if n < 0 or not (judged[n] or (fell[n] and holds[n] and material[n])):
             return {"step_window": [lo, int(es[at])]}
         train_progress = r(train_prog[n]) if judged[n] else None  # no significant gain
+        t = g if judged[n] else h  # the levels the verdict read: the gain's, or "holds"
         facts = {"train_progress": train_progress, "eval_progress": r(eval_prog[n]),
-                 "train_level": r(t_held[j[n]]), "train_start": r(t0), "train_best": r(t_peak[n]),
+                 "train_level": r(t.held[j[n]]), "train_start": r(t.start),
+                 "train_best": r(t.peak[n]),
                  "eval_level": r(e_level[at]), "eval_start": r(e0), "eval_best": r(e_peak[n]),
                  "eval_fall": r(e0 - e_level[at]), "eval_fall_bar": r(fall_bar),
                  "eval_key": data.eval_key}  # fmt: skip
         return {**facts, "step_window": [lo, int(es[at])]}
 
     return Trace(es, levels, np.zeros(es.size, dtype=bool), evidence)
+
+
+@dataclass(frozen=True)
+class _TrainPath:
+    """The train reward read at one window of w points, at each judged eval point (index j
+    of its last train point): where the rule can judge (``judged``: a full window, and for
+    the peak a second one), the start level, the held levels, the best held level so far, its
+    bar (`reward_hacking`) and the s.e. of a level."""
+
+    judged: np.ndarray
+    start: float
+    held: np.ndarray
+    peak: np.ndarray
+    bar: np.ndarray
+    se: float
+
+
+def _train_path(data: RunData, tv: np.ndarray, j: np.ndarray, w: int, p: Params) -> _TrainPath:
+    """The train reward's levels over ``w`` points (`_TrainPath`). With fewer than ``w``
+    points there is no level yet: nothing is judged (until session 30 a per-step train log
+    of under 10 points beside 4 evals raised IndexError, shown as "could not evaluate")."""
+    n = tv.size
+    level = shared_trailing_mean(data, tv, w)
+    se = noise_sd(tv) / math.sqrt(min(w, n))
+    # the best and the current train level are levels the run held (`held_level`): one
+    # glitch's window read "train at its best, eval not following", critical at once
+    held = held_level(level, w)
+    judged = (j >= w - 1) & (n >= w)
+    best = np.maximum.accumulate(held[w - 1 :]) if n >= w else np.full(1, np.nan)
+    peak = np.where(judged, best[np.clip(j - (w - 1), 0, best.size - 1)], np.nan)
+    # The gain is a difference of two window means (√2 × a mean's s.e.), and the peak is a
+    # running maximum of window means: on a flat noisy train reward it sits about √(2 ln n)
+    # s.e. above the level by chance alone (n windows so far). Without those a saturated verl
+    # run (train 0.94–0.96, eval flat at its best) read "eval stopped following" a "gain" of
+    # 0.94 → 0.96 that was its noise.
+    bar = (p["min_gain_sigmas"] * math.sqrt(2.0) + max_bias((j + 1) / max(w, 1))) * se
+    return _TrainPath(judged, float(level[min(w, n) - 1]), held, peak, bar, se)
 
 
 def _zero_std_share(data: RunData, p: Params) -> tuple[np.ndarray, np.ndarray, str] | str:

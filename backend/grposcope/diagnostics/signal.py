@@ -85,6 +85,16 @@ def first_value_held(values: np.ndarray, min_points: int) -> np.ndarray:
     return same & (np.arange(values.size) + 1 >= min_points)
 
 
+# The fewest points a level averages where a rule reads a window of steps as a level: on a log
+# every 10 or 20 steps a 10-step window is one point, an observation rather than a level. A
+# 920-step TRL run logged every 20 steps (harvest24, session 29) read "stopping now saves 460
+# steps" from a point just after a dip and ended 0.63 run-σ higher; a recommender's GRPO run
+# logged every 10 steps (harvest28, session 30) rose 0.07 → 0.18 while its held-out NDCG fell
+# at every eval, and `reward_hacking` read the rise against one point's noise and the best of
+# 140 single points: no significant gain.
+LEVEL_MIN_POINTS = 5
+
+
 def points(window_steps: float, steps: np.ndarray, fewest: int = 1) -> int:
     """A window given in steps as a number of points of this series, at least ``fewest``: on a
     log every 10 or 20 steps a window of 10 steps is one point, an observation rather than a
