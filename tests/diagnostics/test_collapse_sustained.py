@@ -178,3 +178,22 @@ def test_a_bimodal_reward_s_real_fall_is_still_raised() -> None:
     v[300:] = np.random.default_rng(1).binomial(8, 0.03, 200) / 8
     levels = _collapse(s, v)
     assert any(step > 300 and level == 3 for step, level in levels.items())
+
+
+def test_low_batches_between_normal_ones_are_not_a_cliff_at_once() -> None:
+    """A heavy-tailed reward after a KL spike (harvest31, session 30: a TRL LoRA run at 0.96,
+    moving 0.018 a step, then 0.83, 0.98, 0.81, 0.97, 0.85 and back at 0.96): the window's
+    median read 6.3 σ down and paged critical at once, on a run that recovered. "Twice the bar
+    at once" is a cliff — the latest points the median needs all down; low batches between
+    normal ones are critical only once they hold a second window. A cliff that deep is still
+    critical at its first window (`test_a_fall_twice_the_bar_is_critical_at_once`)."""
+    for seed in range(5):
+        rng = np.random.default_rng(seed)
+        s = np.arange(1, 141)
+        v = 0.96 + rng.normal(0, 0.018, s.size)
+        v[100:105] = [0.82, 0.98, 0.80, 0.97, 0.83]
+        levels = _collapse(s, v)
+        assert levels.get(105) == 2 and 3 not in levels.values(), (seed, levels)
+        v[105:] = 0.82 + rng.normal(0, 0.018, s.size - 105)  # ...and the same, staying down
+        levels = _collapse(s, v)
+        assert levels.get(105) == 2 and levels.get(106) == 3, (seed, levels)

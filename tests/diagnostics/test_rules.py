@@ -1169,3 +1169,32 @@ def test_no_signal_left_after_a_gain_that_holds_is_a_warning_not_a_page():
     assert worst(rose) == 2
     assert worst(flat) == 3
     assert worst(lost) == 3
+
+
+def test_a_component_that_never_started_scoring_is_no_flat_line_collapse():
+    """A staged GSM8K reward (harvest30, session 30): its strict-format component scored
+    0–0.008 for six points and then exactly 0 for 30, while the total rose to 0.8 on the other
+    components, moving 0.02–0.05 a step. "Flat line at the floor" read a collapse from an
+    earlier median of 0.004 and paged critical on two healthy runs: a component whose fall is
+    nothing the total would feel never started. A component that had scored 0.5 and sits at
+    exactly 0 is still a collapse."""
+    from grposcope.diagnostics.rules_drop import reward_drops
+
+    rng = np.random.default_rng(3)
+    s = np.arange(10, 370, 10)
+    total = np.minimum(0.8, 0.02 * np.arange(s.size)) + rng.normal(0, 0.02, s.size)
+    params = defaults("dynamical_instability")
+
+    def flat_keys(component):
+        series = {"reward": (s, total + component), "rewards/strict/mean": (s, component)}
+        keys = set()
+        for _, level, evidence, _ in reward_drops(RunData(series, "reward"), params):
+            for i in np.flatnonzero(level == 3):
+                keys.add(evidence(int(i)).get("flatline", {}).get("key"))
+        return keys - {None}
+
+    never = np.zeros(s.size)
+    never[:6] = [0.005, 0.006, 0.0, 0.003, 0.008, 0.002]
+    assert flat_keys(never) == set()
+    fell = np.where(np.arange(s.size) < 12, 0.5 + rng.normal(0, 0.02, s.size), 0.0)
+    assert flat_keys(fell) == {"rewards/strict/mean"}

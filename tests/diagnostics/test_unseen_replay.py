@@ -62,6 +62,12 @@ KNOWN_LATE_GAINS = {
     # over the 200 steps left; over the recent half t 0.19 after a low point at 300), then
     # climbed faster, to 1.70 at 510: +0.65 run-σ.
     ("juncylu_qwen25vl_aokvqa_grpo_mdi_exp2", 310),
+    # harvest30 (session 30): a staged GSM8K reward of five functions logged every 10 steps,
+    # at 0.78-0.81 for 250 steps while its strict-format and length functions sat at 0 (they
+    # started at ~420; the total rose to 2.4, +1.97 run-σ). Its two siblings' stops wait now
+    # (`rules_improving._unstarted`: a function at exactly 0 that never moved the total); here
+    # both functions blipped to 0.027 and 0.021 at step 60, more than the total's step noise.
+    ("daniilsergeev17_qwen25-0.5b-instruct_gsm8k_lcpo-max-length-reward-hacking", 370),
 }
 # The fewest points before a fall for the reward rules to have a level it fell from: the
 # collapse's early form's shortest reference (8, the full form's, until 2026-12-06).

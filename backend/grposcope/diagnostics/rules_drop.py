@@ -103,7 +103,7 @@ def reward_drops(data: RunData, p: Params, degenerating: Degenerating | None = N
         collapse = _collapse(key, s, v, p, kept) if own else None
         scale = total if key != data.reward_key else None
         relaxed = degenerating(s) if degenerating is not None else None
-        flat = _flatline(key, s, v, p, kept, relaxed, scored_alike(data, key, s))
+        flat = _flatline(key, s, v, p, kept, relaxed, scored_alike(data, key, s), scale)
         streak = (
             low_streak(key, s, v, p, sum(collapse_windows(s, p)) - 1, kept, relaxed)
             if own
@@ -161,7 +161,10 @@ def _collapse(key: str, s: np.ndarray, v: np.ndarray, p: Params,
     # reward's low batches just over the bar is gone at the next point (a custom loop's
     # 4-prompt batches, 3.06 σ down for the one window 120-124 of 500 steps and back at 125,
     # paged critical). A log every 10 steps sees the no-clip collapse 8.5 σ down at once.
-    sustained = _sustained(fall >= _AT_ONCE * bar * np.maximum(sigma, 1e-12), source)
+    at_once = (fall >= _AT_ONCE * bar * np.maximum(sigma, 1e-12)) & (
+        _latest_high(v[ref_n:], m) <= centre - bar * sigma
+    )
+    sustained = _sustained(at_once, source)
     known = held.get("odds") if held is not None and first else None
     plain, places = _outlier_odds(
         v, source, centre, (centre - bar * sigma, 0.5 * (centre + now)), m, ref_n, reached, known
@@ -308,7 +311,7 @@ def _early_collapse(key: str, s: np.ndarray, v: np.ndarray, p: Params) -> Sub | 
         return None
     under = centre - bar * sigma
     source = _held(hit, now, under)
-    at_once = fall >= _AT_ONCE * bar * sigma
+    at_once = (fall >= _AT_ONCE * bar * sigma) & (_latest_high(v, m)[ends - m + 1] <= under)
     later = v.size - 1 - int(ends[-1])
     if later:  # past the early windows: open while the recent median stays under its bar
         tail = np.median(
@@ -381,8 +384,24 @@ def _sustained(at_once: np.ndarray, source: np.ndarray) -> np.ndarray:
     return out
 
 
-# A fall this many times the collapse bar is critical at its first window (`_collapse`).
+# A fall this many times the collapse bar is critical at its first window (`_collapse`),
+# where the latest points its median needs all lie under the bar too (`_latest_high`).
 _AT_ONCE = 2.0
+
+
+def _latest_high(v: np.ndarray, m: int) -> np.ndarray:
+    """Per window of ``m`` points from the start of ``v``: the highest of its latest ⌈m/2⌉
+    points, those its median needs. "Far down at once" is a cliff: the latest points all far
+    down, not a median of low batches between normal ones. A heavy-tailed reward whose low
+    batches came three in five after a KL spike (0.83, 0.98, 0.81, 0.97, 0.85 against a level
+    of 0.96 moving 0.018 a step) read a median 6.3 σ down and paged critical at once on a run
+    back at 0.96 by the next points (harvest31, session 30); it is critical once it holds a
+    second window, as any collapse under twice the bar is."""
+    k = (m + 1) // 2
+    if v.size < m:
+        return np.empty(0)
+    return np.lib.stride_tricks.sliding_window_view(v, m)[:, m - k :].max(axis=1)
+
 
 # The fewest points the collapse's reference shrinks to on a sparse log: 8 still give a
 # step-noise estimate (the bar widens there, `_short_reference`).
@@ -561,8 +580,8 @@ def _held(hit: np.ndarray, now: np.ndarray, bar: np.ndarray,
 
 
 def _flatline(key: str, s: np.ndarray, v: np.ndarray, p: Params, kept: dict | None = None,
-              relaxed: np.ndarray | None = None,
-              alike: np.ndarray | None = None) -> Sub | None:  # fmt: skip
+              relaxed: np.ndarray | None = None, alike: np.ndarray | None = None,
+              total: tuple[np.ndarray, np.ndarray] | None = None) -> Sub | None:  # fmt: skip
     """The flat-line sub; ``kept`` carries the scan of an earlier evaluation (its levels,
     facts and the streak it ended in: index i reads points 0..i only, memo.py). ``relaxed``:
     where a precursor is open, the chance threshold is ``precursor_odds`` times larger — a
@@ -570,7 +589,13 @@ def _flatline(key: str, s: np.ndarray, v: np.ndarray, p: Params, kept: dict | No
     known to degenerate, so a shorter streak at the floor is its collapse (the 16-epoch run:
     exactly 0 from step 9, entropy 0.9 → 5 since step 6). ``alike`` (`scored_alike`): False
     where the run logged that the completions did not all score alike; such a point is no
-    part of a flat line, whose premise is that every group scores the same."""
+    part of a flat line, whose premise is that every group scores the same. ``total``: for a
+    reward component, the total reward, whose step noise (over the points before the streak)
+    the component's fall from its earlier median must reach (`drift_noise` × it), as its
+    drift must (`_felt_by_total`): a strict-format component that had scored 0–0.01 and then
+    sat at exactly 0 for 33 points (its earlier median 0.004) paged critical on two healthy
+    TRL runs of a staged GSM8K reward whose total moved 0.02–0.05 a step (harvest30, session
+    30): a component that never started is no collapse."""
     m = int(p["drop_points"])
     if v.size < m + 3:
         return None
@@ -604,9 +629,10 @@ def _flatline(key: str, s: np.ndarray, v: np.ndarray, p: Params, kept: dict | No
         if start not in per_streak:  # the history is the same for the whole streak
             history = v[:start]
             seen = int(np.count_nonzero(history == v[i]))
-            per_streak[start] = (float(np.median(history)), seen)
-        median, seen = per_streak[start]
-        if v[i] >= median:
+            per_streak[start] = (float(np.median(history)), seen,
+                                 _felt(total, s[start], history, p))  # fmt: skip
+        median, seen, felt = per_streak[start]
+        if v[i] >= median or median - v[i] < felt:
             continue
         # the chance of such a streak starting at any of the start + 1 places it could have
         chance = streak_anywhere(seen, start, streak)
@@ -748,6 +774,22 @@ def _felt_by_total(fact: dict, total: tuple[np.ndarray, np.ndarray], p: Params) 
     if inside.size < 3:
         return True
     return fact["lost_over_window"] >= p["drift_noise"] * noise_sd(inside)
+
+
+def _felt(total: tuple[np.ndarray, np.ndarray] | None, before: float, history: np.ndarray,
+          p: Params) -> float:  # fmt: skip
+    """The fall a component's flat line must reach (0 for the reward itself): beyond its own
+    earlier points' noise (``drop_sigmas`` × their step noise, the collapse's bar) or felt by
+    the total (``drift_noise`` × the total reward's step noise over its points before step
+    ``before``, as a component's drift must be), whichever is smaller: a format function at
+    1.0 that sticks at 0.5 beside a total that jumps by 1.5 a step on another function has
+    fallen; one at 0–0.008 that sits at exactly 0 has not started."""
+    if total is None:
+        return 0.0
+    ts, tv = total
+    inside = tv[ts < before]
+    felt = p["drift_noise"] * noise_sd(inside) if inside.size >= 3 else 0.0
+    return min(felt, p["drop_sigmas"] * noise_sd(history))
 
 
 _SLOPE_CELLS = 1 << 18  # window points per batch of `_window_slopes` (a few MB of temporaries)

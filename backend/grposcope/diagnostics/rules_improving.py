@@ -23,7 +23,9 @@ hide a climb worth more than the alert's target over hundreds of remaining steps
 runs, harvest22, session 29: a fast rise, 50 flat steps, then a slow climb of 0.7 run-σ, the
 slope at t 0.99 and 0.62 when "stop now" opened). The not-learning form keeps the plain veto:
 its evidence is that the policy does not move (KL under its floor, no gradient, every
-completion scored alike), and a reward cannot climb without it.
+completion scored alike), and a reward cannot climb without it. The fitted plateau also
+yields to a reward component that has earned nothing yet (`Checks.stage_ahead`, `_unstarted`):
+staged rewards earn one function at a time, so the total's plateau may be one stage's.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from grposcope.diagnostics.data import RunData, component_keys
 from grposcope.diagnostics.signal import (
     LEVEL_MIN_POINTS,
     first_value_held,
+    noise_sd,
     points,
     r,
     shared_trailing_mean,
@@ -63,6 +66,7 @@ class Checks:
     gain_left: np.ndarray  # p* of the latest fit minus the recent level (NaN: no fit yet)
     slope_reach: np.ndarray | None = None  # what the reward's slope could still gain, run-σ
     idle: dict[str, np.ndarray] | None = None  # per component: one exact value since the first
+    unstarted: dict[str, np.ndarray] | None = None  # per component: earned nothing yet
 
     @property
     def could_gain(self) -> np.ndarray:
@@ -73,10 +77,20 @@ class Checks:
             return np.zeros(self.still.size, dtype=bool)
         return np.isfinite(self.slope_reach) & (self.slope_reach >= STOP_GAIN_SIGMAS)
 
+    @property
+    def stage_ahead(self) -> np.ndarray:
+        """Where a reward component has earned nothing yet (`_unstarted`): the total's
+        plateau may be one stage's, the fitted plateau's other extra veto."""
+        out = np.zeros(self.still.size, dtype=bool)
+        for zero in (self.unstarted or {}).values():
+            out |= zero
+        return out
+
     def evidence(self, i: int) -> dict:
         rising = [k for k, up in self.rising.items() if up[i]]
         out: dict = {"still_improving": bool(self.still[i]), "components_rising": rising}
         idle = [k for k, same in (self.idle or {}).items() if same[i]]
+        idle += [k for k, zero in (self.unstarted or {}).items() if zero[i] and k not in idle]
         if idle:
             out["components_not_started"] = idle
         if self.slope_t is not None:
@@ -94,6 +108,7 @@ def improving_checks(data: RunData, p: Params, at: np.ndarray) -> Checks:
     slope_t, reach, rising = None, None, {}
     keys = [data.reward_key, *component_keys(data)] if data.reward_key else []
     idle: dict[str, np.ndarray] = {}
+    unstarted: dict[str, np.ndarray] = {}
     for key in keys:
         got = data.finite(key)
         if got is None:
@@ -104,9 +119,10 @@ def improving_checks(data: RunData, p: Params, at: np.ndarray) -> Checks:
         else:
             rising[key] = up
             idle[key] = _one_value_so_far(*got, at)
+            unstarted[key] = _unstarted(data, *got, at)
         still |= up
     left, beyond = _gain_left(data, p, at)
-    return Checks(still | beyond, slope_t, rising, left, reach, idle)
+    return Checks(still | beyond, slope_t, rising, left, reach, idle, unstarted)
 
 
 # Points a component must have repeated its first value over to read "not started".
@@ -125,6 +141,29 @@ def _one_value_so_far(s: np.ndarray, v: np.ndarray, at: np.ndarray) -> np.ndarra
     same = first_value_held(v, IDLE_MIN_POINTS)
     idx = last_index_at(s, at)
     return (idx >= 0) & same[np.clip(idx, 0, None)]
+
+
+def _unstarted(data: RunData, s: np.ndarray, v: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """At each step of `at`: whether the component has earned nothing yet — exactly 0 on its
+    last IDLE_MIN_POINTS points, and never moved by as much as the total reward's step noise.
+    Staged rewards earn one function at a time: five unseen TRL GSM8K runs of one author
+    (harvest30, session 30) sat at a total of 0.8 for 300 steps with their strict-format
+    function at 0–0.008, then exactly 0; "stopping now saves 560 steps" opened on three of
+    them and two gained 1.9 run-σ once that function started scoring (~420). A function
+    saturated at a value other than 0 (a format reward at 1.0 from the first step) is no stage
+    ahead, and a run whose policy does not move (the not-learning form) starts none."""
+    out = np.zeros(at.size, dtype=bool)
+    total = data.finite(data.reward_key)
+    if total is None or s.size < IDLE_MIN_POINTS:
+        return out
+    idx = last_index_at(s, at)
+    zero = np.convolve(v == 0, np.ones(IDLE_MIN_POINTS), "full")[: v.size] == IDLE_MIN_POINTS
+    span = np.maximum.accumulate(v) - np.minimum.accumulate(v)
+    ts, tv = total
+    for n in np.flatnonzero((idx >= 0) & zero[np.clip(idx, 0, None)]):
+        kt = int(np.searchsorted(ts, at[n], side="right"))
+        out[n] = kt >= 3 and bool(span[idx[n]] < noise_sd(tv[:kt]))
+    return out
 
 
 def _rising(

@@ -346,9 +346,10 @@ def _unless_improving(trace: Trace, data: RunData, p: Params) -> Trace:
     checks = improving_checks(data, p, trace.steps[firing])
     level = trace.level.copy()
     # the fitted plateau (info: the not-learning form warns) also yields to a slope that is
-    # not significant but whose upper bound could still gain the alert's target (`could_gain`)
+    # not significant but whose upper bound could still gain the alert's target (`could_gain`),
+    # and to a reward component that has earned nothing yet (`stage_ahead`)
     fitted = trace.level[firing] == 1
-    level[firing[checks.still | (fitted & checks.could_gain)]] = 0
+    level[firing[checks.still | (fitted & (checks.could_gain | checks.stage_ahead))]] = 0
 
     def evidence(i: int) -> dict:
         n = int(np.searchsorted(firing, i))
