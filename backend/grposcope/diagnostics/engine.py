@@ -173,8 +173,8 @@ def _sentence(kind: str, evidence: Mapping[str, Any]) -> str:
     if kind == "plateau_reached" and evidence.get("components_not_started"):
         idle = ", ".join(evidence["components_not_started"])
         base += (f" — unless a later stage is still to come: {idle} has repeated its first "
-                 "value at every step so far (a reward that has not started scoring, or one "
-                 "that never fires)")  # fmt: skip
+                 "value, or earned nothing, at every step so far (a reward that has not "
+                 "started scoring, or one that never fires)")  # fmt: skip
     return base
 
 
