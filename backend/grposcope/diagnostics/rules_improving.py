@@ -36,6 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from grposcope.diagnostics.data import RunData, component_keys
+from grposcope.diagnostics.rules_nograd import zero_streaks
 from grposcope.diagnostics.signal import (
     LEVEL_MIN_POINTS,
     first_value_held,
@@ -145,7 +146,9 @@ def _one_value_so_far(s: np.ndarray, v: np.ndarray, at: np.ndarray) -> np.ndarra
 
 def _unstarted(data: RunData, s: np.ndarray, v: np.ndarray, at: np.ndarray) -> np.ndarray:
     """At each step of `at`: whether the component has earned nothing yet — exactly 0 on its
-    last IDLE_MIN_POINTS points, and never moved by as much as the total reward's step noise.
+    last IDLE_MIN_POINTS points, and never moved by as much as the total reward's step noise
+    (over its last `_NOISE_POINTS` points, read on a grid of `_NOISE_GRID` points fixed in the
+    index: a long run judged at thousands of steps pays for a few noise estimates).
     Staged rewards earn one function at a time: five unseen TRL GSM8K runs of one author
     (harvest30, session 30) sat at a total of 0.8 for 300 steps with their strict-format
     function at 0–0.008, then exactly 0; "stopping now saves 560 steps" opened on three of
@@ -157,13 +160,25 @@ def _unstarted(data: RunData, s: np.ndarray, v: np.ndarray, at: np.ndarray) -> n
     if total is None or s.size < IDLE_MIN_POINTS:
         return out
     idx = last_index_at(s, at)
-    zero = np.convolve(v == 0, np.ones(IDLE_MIN_POINTS), "full")[: v.size] == IDLE_MIN_POINTS
+    ok = idx >= 0
+    ok[ok] = zero_streaks(v)[1][idx[ok]] >= IDLE_MIN_POINTS
     span = np.maximum.accumulate(v) - np.minimum.accumulate(v)
     ts, tv = total
-    for n in np.flatnonzero((idx >= 0) & zero[np.clip(idx, 0, None)]):
+    noise: dict[int, float] = {}  # grid point → the total's step noise up to it
+    for n in np.flatnonzero(ok):
         kt = int(np.searchsorted(ts, at[n], side="right"))
-        out[n] = kt >= 3 and bool(span[idx[n]] < noise_sd(tv[:kt]))
+        g = max(kt - kt % _NOISE_GRID, min(kt, _NOISE_GRID))
+        if g not in noise:
+            before = tv[max(0, g - _NOISE_POINTS) : g]
+            noise[g] = noise_sd(before) if before.size >= 3 else 0.0
+        out[n] = bool(span[idx[n]] < noise[g])
     return out
+
+
+# `_unstarted`'s reading of the total reward's step noise: its last _NOISE_POINTS points, at
+# grid points _NOISE_GRID apart (where fewer are logged, all of them).
+_NOISE_POINTS = 200
+_NOISE_GRID = 25
 
 
 def _rising(
