@@ -161,9 +161,8 @@ def _collapse(key: str, s: np.ndarray, v: np.ndarray, p: Params,
     # reward's low batches just over the bar is gone at the next point (a custom loop's
     # 4-prompt batches, 3.06 σ down for the one window 120-124 of 500 steps and back at 125,
     # paged critical). A log every 10 steps sees the no-clip collapse 8.5 σ down at once.
-    at_once = (fall >= _AT_ONCE * bar * np.maximum(sigma, 1e-12)) & (
-        _latest_high(v[ref_n:], m) <= centre - bar * sigma
-    )
+    at_once = _cliff(fall >= _AT_ONCE * bar * np.maximum(sigma, 1e-12), v,
+                     ref_n + np.arange(fall.size), m, centre - bar * sigma)  # fmt: skip
     sustained = _sustained(at_once, source)
     known = held.get("odds") if held is not None and first else None
     plain, places = _outlier_odds(
@@ -311,7 +310,7 @@ def _early_collapse(key: str, s: np.ndarray, v: np.ndarray, p: Params) -> Sub | 
         return None
     under = centre - bar * sigma
     source = _held(hit, now, under)
-    at_once = (fall >= _AT_ONCE * bar * sigma) & (_latest_high(v, m)[ends - m + 1] <= under)
+    at_once = _cliff(fall >= _AT_ONCE * bar * sigma, v, ends - m + 1, m, under)
     later = v.size - 1 - int(ends[-1])
     if later:  # past the early windows: open while the recent median stays under its bar
         tail = np.median(
@@ -385,22 +384,27 @@ def _sustained(at_once: np.ndarray, source: np.ndarray) -> np.ndarray:
 
 
 # A fall this many times the collapse bar is critical at its first window (`_collapse`),
-# where the latest points its median needs all lie under the bar too (`_latest_high`).
+# where the latest points its median needs all lie under the bar too (`_cliff`).
 _AT_ONCE = 2.0
 
 
-def _latest_high(v: np.ndarray, m: int) -> np.ndarray:
-    """Per window of ``m`` points from the start of ``v``: the highest of its latest ⌈m/2⌉
-    points, those its median needs. "Far down at once" is a cliff: the latest points all far
-    down, not a median of low batches between normal ones. A heavy-tailed reward whose low
-    batches came three in five after a KL spike (0.83, 0.98, 0.81, 0.97, 0.85 against a level
-    of 0.96 moving 0.018 a step) read a median 6.3 σ down and paged critical at once on a run
-    back at 0.96 by the next points (harvest31, session 30); it is critical once it holds a
-    second window, as any collapse under twice the bar is."""
-    k = (m + 1) // 2
-    if v.size < m:
-        return np.empty(0)
-    return np.lib.stride_tricks.sliding_window_view(v, m)[:, m - k :].max(axis=1)
+def _cliff(deep: np.ndarray, v: np.ndarray, starts: np.ndarray, m: int,
+           under: np.ndarray) -> np.ndarray:  # fmt: skip
+    """Per window (its recent points from ``starts``): fallen twice the bar (``deep``) and a
+    cliff — the latest ⌈m/2⌉ points, those its median needs, all under the bar ``under``.
+    "Far down at once" is the latest points all far down, not a median of low batches between
+    normal ones: a heavy-tailed reward whose low batches came three in five after a KL spike
+    (0.83, 0.98, 0.81, 0.97, 0.85 against a level of 0.96 moving 0.018 a step) read a median
+    6.3 σ down and paged critical at once on a run back at 0.96 by the next points (harvest31,
+    session 30); it is critical once it holds a second window, as any collapse under twice
+    the bar is. Read at the deep windows only (a few on any run)."""
+    out = np.asarray(deep, dtype=bool).copy()
+    rows = np.flatnonzero(out)
+    if rows.size:
+        k = (m + 1) // 2
+        latest = starts[rows][:, None] + np.arange(m - k, m)[None, :]
+        out[rows] = v[latest].max(axis=1) <= under[rows]
+    return out
 
 
 # The fewest points the collapse's reference shrinks to on a sparse log: 8 still give a
