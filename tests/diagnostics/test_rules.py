@@ -975,6 +975,32 @@ def test_one_batch_grad_norm_spike_on_a_sparse_log_is_no_precursor():
     assert out.episodes[0].evidence["grad_norm_growth"] >= 10
 
 
+def test_grad_norm_of_steps_whose_groups_all_tied_is_no_growth():
+    """One group a step: where its completions all score alike (frac_reward_zero_std 1) there
+    is no advantage, and grad_norm is the KL term's alone (0.0005 against 0.1-0.7). As the
+    share of tied steps falls, the window's median jumps from one population to the other: a
+    healthy run read it as growth (harvest31). Growth among the steps that had a gradient
+    still warns."""
+    rng = np.random.default_rng(3)
+    s = np.arange(1, 301)
+    p_tied = np.where(s < 120, 0.8, 0.2)  # most groups tie early (all wrong), few later
+    tied = rng.random(s.size) < p_tied
+    frac = tied.astype(float)
+    g = np.where(tied, 0.0005, rng.uniform(0.1, 0.7, s.size))
+    reward = np.where(tied, 0.0, rng.integers(1, 8, s.size) / 8)
+    series = {"reward": (s, reward), "grad_norm": (s, g), "frac_reward_zero_std": (s, frac)}
+    params = defaults("dynamical_instability")
+    out = evaluate("dynamical_instability", RunData(series, "reward"), params)
+    assert not any("grad_norm_growth" in e.evidence for e in out.episodes), out.episodes
+    without = {k: v for k, v in series.items() if k != "frac_reward_zero_std"}
+    mixed = evaluate("dynamical_instability", RunData(without, "reward"), params)
+    assert any("grad_norm_growth" in e.evidence for e in mixed.episodes)  # what it read before
+    grown = np.where(tied | (s < 200), g, g * 30)  # the varied steps' gradients blow up
+    series["grad_norm"] = (s, grown)
+    out = evaluate("dynamical_instability", RunData(series, "reward"), params)
+    assert any("grad_norm_growth" in e.evidence for e in out.episodes), out.episodes
+
+
 def test_a_precursor_opens_at_the_step_its_trailing_median_crosses():
     s = np.arange(1, 41)
     entropy = np.where(s < 12, 0.9, 4.0)

@@ -11,7 +11,14 @@ from collections.abc import Callable
 
 import numpy as np
 
-from grposcope.diagnostics.data import CLIP_KEYS, GRAD_NORM_KEYS, LOSS_KEYS, RunData, first_key
+from grposcope.diagnostics.data import (
+    CLIP_KEYS,
+    GRAD_NORM_KEYS,
+    LOSS_KEYS,
+    RunData,
+    completions_varied,
+    first_key,
+)
 from grposcope.diagnostics.memo import scope
 from grposcope.diagnostics.merge import merge
 from grposcope.diagnostics.rules_drop import reward_drops
@@ -158,6 +165,14 @@ def _grad_growth(data: RunData, p: Params) -> Sub | None:
         return None
     s, v = g
     keep = v > 0  # a logged 0 is a skipped step (no gradient), not a small one
+    # A step whose completions all scored alike has no advantage, so no policy gradient: its
+    # grad_norm is the KL term's alone, a hundred times smaller. With a few groups a step the
+    # series is two populations whose medians flip as the share of tied steps moves: a healthy
+    # 500-step Qwen3 run of one group a step (grad_norm 0.0005 tied, 0.1-0.7 otherwise) warned
+    # six times (harvest31, session 30). The growth is read on steps that had a gradient.
+    varied = completions_varied(data, data.reward_key)
+    if varied is not None:
+        keep &= ~np.isin(s, varied[0][~varied[1]])
     s, v = s[keep], v[keep]
     # The smoothing window in points, but never fewer than the precursors' median needs: a log
     # every 10 steps made it one point, and one batch's spike (grad_norm is the logged step's
