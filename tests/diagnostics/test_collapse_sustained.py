@@ -197,3 +197,23 @@ def test_low_batches_between_normal_ones_are_not_a_cliff_at_once() -> None:
         v[105:] = 0.82 + rng.normal(0, 0.018, s.size - 105)  # ...and the same, staying down
         levels = _collapse(s, v)
         assert levels.get(105) == 2 and levels.get(106) == 3, (seed, levels)
+
+
+def test_a_dip_whose_reward_is_back_is_not_held_critical() -> None:
+    """A LoRA run at 1.92, logged every 5 steps, step noise 0.09 (harvest32, session 31):
+    three points at 1.33-1.39 (about 5.8 σ, under twice the bar), then back at 1.88. The
+    median of five still read the dip at the fourth point and paged critical; "held a second
+    window" now asks the latest point to be nearer the level it fell to than the level it fell
+    from. The same dip that stays is critical a point later. (Seeds 0 and 1 read σ low enough
+    for the dip to be twice the bar: a cliff, critical at once, as designed.)"""
+    for seed in range(2, 10):
+        rng = np.random.default_rng(seed)
+        s = np.arange(5, 620, 5)
+        v = 1.92 + rng.normal(0, 0.09, s.size)
+        v[51:54] = [1.40, 1.42, 1.44]
+        levels = _collapse(s, v)
+        assert levels and 3 not in levels.values(), (seed, levels)
+        v[54:] = 1.42 + rng.normal(0, 0.09, s.size - 54)  # ...and the same, staying down
+        levels = _collapse(s, v)
+        first = min(levels)
+        assert levels[first] == 2 and levels.get(first + 5) == 3, (seed, levels)
