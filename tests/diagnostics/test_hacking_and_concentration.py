@@ -209,3 +209,23 @@ def test_fewer_train_points_than_the_window_beside_enough_evals_is_judged_not_an
                    "reward", "eval_reward")  # fmt: skip
     outcome = evaluate("reward_hacking", data, HACKING)
     assert outcome.status == "ok", outcome.reason
+
+
+def _late_eval(train_after: float) -> RunData:
+    """A verl GSM8K run (harvest36): train 0.55 → 0.80 over its first 1,840 steps, evaluated
+    only from step 1,840 on (4 evals at 0.77 ± 0.01), then train to ``train_after``."""
+    rng = np.random.default_rng(0)
+    s = np.arange(8, 4601, 8)
+    train = np.interp(s, [8, 1840, 4600], [0.55, 0.80, train_after])
+    train = train + rng.normal(0, 0.02, s.size)
+    es = np.array([1840, 2760, 3680, 4600])
+    ev = np.array([0.7657, 0.7817, 0.7710, 0.7703])
+    return RunData({"reward": (s, train), "eval_reward": (es, ev)}, "reward", "eval_reward")
+
+
+def test_a_train_gain_made_before_the_first_eval_is_not_read_against_it() -> None:
+    """The eval cannot follow a gain it never saw: the gain is read from the train level
+    where the eval starts. Train gaining after that while eval stays flat still warns."""
+    assert not evaluate("reward_hacking", _late_eval(0.84), HACKING).episodes
+    rose = evaluate("reward_hacking", _late_eval(1.2), HACKING)
+    assert [e.severity for e in rose.episodes] == ["warning"], rose.episodes

@@ -975,12 +975,16 @@ def test_one_batch_grad_norm_spike_on_a_sparse_log_is_no_precursor():
     assert out.episodes[0].evidence["grad_norm_growth"] >= 10
 
 
-def test_grad_norm_of_steps_whose_groups_all_tied_is_no_growth():
+def test_grad_norm_of_steps_whose_groups_all_tied_is_no_growth(monkeypatch):
     """One group a step: where its completions all score alike (frac_reward_zero_std 1) there
     is no advantage, and grad_norm is the KL term's alone (0.0005 against 0.1-0.7). As the
     share of tied steps falls, the window's median jumps from one population to the other: a
     healthy run read it as growth (harvest31). Growth among the steps that had a gradient
-    still warns."""
+    still warns. (The "beyond what the run did" check alone also sees this one: it is off
+    here, so that each is tested on its own.)"""
+    from grposcope.diagnostics import rules_stability
+
+    monkeypatch.setattr(rules_stability, "GRAD_BEYOND", 0.0)
     rng = np.random.default_rng(3)
     s = np.arange(1, 301)
     p_tied = np.where(s < 120, 0.8, 0.2)  # most groups tie early (all wrong), few later
@@ -999,6 +1003,26 @@ def test_grad_norm_of_steps_whose_groups_all_tied_is_no_growth():
     series["grad_norm"] = (s, grown)
     out = evaluate("dynamical_instability", RunData(series, "reward"), params)
     assert any("grad_norm_growth" in e.evidence for e in out.episodes), out.episodes
+
+
+def test_grad_norm_of_two_populations_is_no_growth_until_it_goes_beyond_both():
+    """grad_norm logged every 5 steps at 0.001-0.007 or 0.08-0.25, neither tied to all-tied
+    batches (two healthy TRL GSM8K runs, harvest37): a median flips between them as their
+    shares move, and warned 6-8 times a run. A blow-up past the upper one still warns."""
+    rng = np.random.default_rng(4)
+    s = np.arange(5, 1005, 5)
+    share = np.where((s // 100) % 2 == 0, 0.6, 0.15)  # the upper population's share moves
+    upper = rng.random(s.size) < share
+    g = np.where(upper, rng.uniform(0.08, 0.25, s.size), rng.uniform(0.001, 0.007, s.size))
+    reward = 1.4 + rng.normal(0, 0.05, s.size)
+    params = defaults("dynamical_instability")
+    series = {"reward": (s, reward), "grad_norm": (s, g)}
+    out = evaluate("dynamical_instability", RunData(series, "reward"), params)
+    assert not any("grad_norm_growth" in e.evidence for e in out.episodes), out.episodes
+    series["grad_norm"] = (s, np.where(s >= 800, g * 40 + 3.0, g))  # blown up from step 800
+    out = evaluate("dynamical_instability", RunData(series, "reward"), params)
+    opened = [e.opened_step for e in out.episodes if "grad_norm_growth" in e.evidence]
+    assert opened and 800 <= opened[0] <= 830, out.episodes
 
 
 def test_a_precursor_opens_at_the_step_its_trailing_median_crosses():

@@ -67,8 +67,13 @@ def reward_hacking(data: RunData, p: Params) -> Trace | str:
     # and the best of 140 single points: "no significant gain" (harvest28, session 30).
     # Whether the train reward holds is read at `train_window` as before (per step and every
     # 2 steps the two are one window).
-    g = _train_path(data, tv, j, points(p["train_window"], ts, LEVEL_MIN_POINTS), p)
-    h = _train_path(data, tv, j, points(p["train_window"], ts), p)
+    # Both paths start where the eval does (`since`): a gain the train reward made before the
+    # first eval has no eval to be compared with. From the run's start, a verl GSM8K run
+    # evaluated from step 1,840 only (train 0.55 -> 0.80 by then, 0.84 at the end, eval flat
+    # at 0.77) read "eval stopped following" a gain it never saw (harvest36, session 31).
+    since = int(last_index_at(ts, es[:1])[0])
+    g = _train_path(data, tv, j, points(p["train_window"], ts, LEVEL_MIN_POINTS), p, since)
+    h = _train_path(data, tv, j, points(p["train_window"], ts), p, since)
     t0, t_held, gain = g.start, g.held, g.peak - g.start
     judged = g.judged & ~(gain <= g.bar) & ~(gain <= 0)
     e_peak = e_best[i - (k - 1)]
@@ -144,26 +149,30 @@ class _TrainPath:
     se: float
 
 
-def _train_path(data: RunData, tv: np.ndarray, j: np.ndarray, w: int, p: Params) -> _TrainPath:
-    """The train reward's levels over ``w`` points (`_TrainPath`). With fewer than ``w``
-    points there is no level yet: nothing is judged (until session 30 a per-step train log
-    of under 10 points beside 4 evals raised IndexError, shown as "could not evaluate")."""
+def _train_path(data: RunData, tv: np.ndarray, j: np.ndarray, w: int, p: Params,
+                since: int = -1) -> _TrainPath:  # fmt: skip
+    """The train reward's levels over ``w`` points (`_TrainPath`), from its window ending at
+    train index ``since`` (where the eval starts; at the first full window if that is later).
+    With fewer than ``w`` points there is no level yet: nothing is judged (until session 30 a
+    per-step train log of under 10 points beside 4 evals raised IndexError, shown as "could
+    not evaluate")."""
     n = tv.size
     level = shared_trailing_mean(data, tv, w)
     se = noise_sd(tv) / math.sqrt(min(w, n))
     # the best and the current train level are levels the run held (`held_level`): one
     # glitch's window read "train at its best, eval not following", critical at once
     held = held_level(level, w)
-    judged = (j >= w - 1) & (n >= w)
-    best = np.maximum.accumulate(held[w - 1 :]) if n >= w else np.full(1, np.nan)
-    peak = np.where(judged, best[np.clip(j - (w - 1), 0, best.size - 1)], np.nan)
+    a = min(max(w - 1, since), n - 1)  # the start's window
+    judged = (j >= a) & (n >= w)
+    best = np.maximum.accumulate(held[a:]) if n >= w else np.full(1, np.nan)
+    peak = np.where(judged, best[np.clip(j - a, 0, best.size - 1)], np.nan)
     # The gain is a difference of two window means (√2 × a mean's s.e.), and the peak is a
     # running maximum of window means: on a flat noisy train reward it sits about √(2 ln n)
     # s.e. above the level by chance alone (n windows so far). Without those a saturated verl
     # run (train 0.94–0.96, eval flat at its best) read "eval stopped following" a "gain" of
     # 0.94 → 0.96 that was its noise.
-    bar = (p["min_gain_sigmas"] * math.sqrt(2.0) + max_bias((j + 1) / max(w, 1))) * se
-    return _TrainPath(judged, float(level[min(w, n) - 1]), held, peak, bar, se)
+    bar = (p["min_gain_sigmas"] * math.sqrt(2.0) + max_bias((j - a + w) / max(w, 1))) * se
+    return _TrainPath(judged, float(level[a]), held, peak, bar, se)
 
 
 def _zero_std_share(data: RunData, p: Params) -> tuple[np.ndarray, np.ndarray, str] | str:

@@ -32,6 +32,7 @@ from grposcope.diagnostics.signal import (
     r,
     trailing_mean,
     trailing_median,
+    trailing_quantile,
 )
 from grposcope.diagnostics.types import Sub, Trace
 
@@ -159,6 +160,12 @@ def _skipped_steps(data: RunData, elsewhere: set[int]) -> set[int]:
     return out - elsewhere
 
 
+# Growth must also reach GRAD_BEYOND × the upper decile of the last GRAD_UPPER_WINDOWS
+# smoothing windows before the recent one (`_grad_growth`).
+GRAD_BEYOND = 2.0
+GRAD_UPPER_WINDOWS = 20
+
+
 def _grad_growth(data: RunData, p: Params) -> Sub | None:
     g = data.finite(first_key(data, GRAD_NORM_KEYS))
     if g is None:
@@ -189,11 +196,26 @@ def _grad_growth(data: RunData, p: Params) -> Sub | None:
     earlier = trailing_median(v, 4 * w, kept)
     base[3 * w - 1 :] = earlier[2 * w - 1 : s.size - w]
     ratio = recent / np.where(base > 0, base, np.nan)
-    level[np.nan_to_num(ratio) >= p["grad_growth"]] = 2
+    # ...and the growth went beyond what the run already did: at some point since the median
+    # growth began, the recent median reached `GRAD_BEYOND` × the upper decile of the points
+    # from 21w to w back. grad_norm is often two populations a hundred times apart (steps
+    # whose batch carried a learning signal and steps that hardly did), and a median flips
+    # between them as their shares move: two healthy TRL GSM8K runs logged every 5 steps
+    # (grad_norm 0.001-0.007 or 0.08-0.25, not tied to all-tied batches) warned 6 and 8 times
+    # in 1,000 steps (harvest37, session 31). Read at the growth's start, not at each step:
+    # a real blow-up soon fills a tenth of the earlier points, and the decile with it.
+    upper = np.full(s.size, np.nan)
+    upper[w:] = trailing_quantile(v, GRAD_UPPER_WINDOWS * w, 0.9, kept)[: s.size - w]
+    growing = np.nan_to_num(ratio) >= p["grad_growth"]
+    at = np.arange(s.size)
+    began = np.maximum.accumulate(np.where(growing & ~np.r_[False, growing[:-1]], at, -1))
+    beyond = np.maximum.accumulate(np.where(growing & (recent >= GRAD_BEYOND * upper), at, -1))
+    level[growing & (beyond >= began)] = 2
 
     def evidence(i: int) -> dict:
         return {"grad_norm_recent": r(recent[i]), "grad_norm_before": r(base[i]),
-                "grad_norm_growth": r(ratio[i], 2)}  # fmt: skip
+                "grad_norm_growth": r(ratio[i], 2),
+                "grad_norm_upper_before": r(upper[i])}  # fmt: skip
 
     return s, level, evidence, False
 

@@ -56,19 +56,35 @@ def trailing_median(values: np.ndarray, width: int, kept: dict | None = None) ->
     Causal (index i reads points up to i), so with ``kept`` (a memo scope over ``values``,
     memo.py) only the indices past the last call's are computed: the rules call this at every
     refit over the whole series. Returns a fresh array the caller may modify."""
+    return _trailing(values, width, ("trailing_median", width), np.median, kept)
+
+
+def trailing_quantile(values: np.ndarray, width: int, q: float,
+                      kept: dict | None = None) -> np.ndarray:  # fmt: skip
+    """The ``q`` quantile of the last `width` points, as an order statistic (the ⌈q·n⌉-th
+    smallest of n: a value the series took); otherwise as `trailing_median`."""
+
+    def order(windows: np.ndarray, axis: int = -1) -> np.ndarray:
+        k = max(0, math.ceil(q * windows.shape[axis]) - 1)
+        return np.take(np.partition(windows, k, axis=axis), k, axis=axis)
+
+    return _trailing(values, width, ("trailing_quantile", width, q), order, kept)
+
+
+def _trailing(values: np.ndarray, width: int, key: tuple, stat, kept: dict | None) -> np.ndarray:
     width = max(1, int(width))
-    done = kept.get(("trailing_median", width)) if kept is not None else None
+    done = kept.get(key) if kept is not None else None
     start = 0 if done is None or done.size > values.size else done.size
     out = np.empty(values.size)
     out[:start] = done[:start] if done is not None else out[:start]
     for i in range(start, min(width - 1, values.size)):
-        out[i] = np.median(values[: i + 1])
+        out[i] = stat(values[: i + 1])
     first = max(start, width - 1)
     if values.size > first:
         windows = np.lib.stride_tricks.sliding_window_view(values[first - width + 1 :], width)
-        out[first:] = np.median(windows, axis=1)
+        out[first:] = stat(windows, axis=1)
     if kept is not None:
-        kept[("trailing_median", width)] = out.copy()
+        kept[key] = out.copy()
     return out
 
 
