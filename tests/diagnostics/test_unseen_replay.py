@@ -33,6 +33,14 @@ KNOWN_LATE = {
     # 275 / 290. The same run logged with entropy (its explosion opens the precursor) pages at
     # 262, in time.
     "rasbt_qwen3-0.6b-base_math_grpo-nokl_500steps",
+    # harvest38 (session 31): a from-scratch DAPO loop on Llama-3.1-8B whose reward is the share
+    # correct of 32 samples of one GSM8K question a step (step noise 0.16, and single steps at
+    # 0.2-0.5 every few dozen as the question changes). After 1,960 steps near 0.85 it fell to
+    # 0.09, 0.06, 0.28 at 1964-1966, then wandered at 0.3-0.8 (median ~0.55) for 80 steps and
+    # went to 0.03 from ~2044. The fall at 1966 is a warning ("been that low": the run had
+    # such clusters at 300 and 1448 and recovered) and closes when the median climbs back over
+    # the bar at 1989; the low streak pages at 2038, 67 points after the clock (1971).
+    "gmongaras_llama-3.1-8b-instruct_gsm8k_dapo-scratch_G16",
 }
 # Failing runs the rules do not flag at all, each reported in docs/alerts.md, kept here for the
 # same reasons as KNOWN_LATE (the test fails once one of them is flagged).
