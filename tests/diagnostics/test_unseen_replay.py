@@ -1,5 +1,5 @@
 """The alert targets on runs the rules were not developed on: every log folder under
-../shared/data/harvest*/ (collected 2026-12-04 to 2026-12-06; docs/alerts.md "Runs nobody
+../shared/data/harvest*/ (collected 2026-12-04 to 2026-12-07; docs/alerts.md "Runs nobody
 tuned on"; a folder may be gone from a later machine, and one re-collected), labelled by
 `bench/corpus.py` or by the folder's labels.csv. Runs when they are there.
 Some rules were changed for runs of these sets (the docs name each change and its run), so
