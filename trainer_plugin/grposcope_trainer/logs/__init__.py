@@ -6,6 +6,8 @@ Formats (`FORMATS`), detected from the content (`detect`), or forced:
 - ``csv``: a CSV with a step column (``step``, ``Step``, ``global_step``…; ',', ';' or tab)
 - ``jsonl``: JSON lines, one object with a step per line
 - ``verl``: verl's console log (``step:N - key:value - …``)
+- ``console``: the Hugging Face Trainer's console output (TRL's too): the log dicts it prints
+  (``{'loss': …, 'reward': …}``), stepped by its progress bar
 - ``tensorboard``: a TensorBoard event file or log directory (needs the ``tensorboard`` extra)
 
 Text is UTF-8, with or without a BOM. Rows that cannot be read are skipped and counted
@@ -20,12 +22,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from grposcope_trainer.logs import csvlog, tensorboard, textlogs, verl
+from grposcope_trainer.logs import console, csvlog, tensorboard, textlogs, verl
 from grposcope_trainer.logs.data import LogData, LogFormatError
 
 __all__ = ["FORMATS", "LogData", "LogFormatError", "detect", "hyperparameters_arg", "read_log"]
 
-FORMATS = ("trainer_state", "csv", "jsonl", "verl", "tensorboard")
+FORMATS = ("trainer_state", "csv", "jsonl", "verl", "console", "tensorboard")
 _SNIFF_BYTES = 1 << 20
 
 
@@ -81,11 +83,14 @@ def detect(path: Path) -> str:
         return "verl"
     if csvlog.is_csv_header(first):
         return "csv"
+    if any(console.is_log_line(ln) for ln in lines):
+        return "console"
     if path.suffix.lower() in (".json", ".csv"):  # let its reader say what is wrong
         return "trainer_state" if path.suffix.lower() == ".json" else "csv"
     raise LogFormatError(
         f"{path}: cannot tell its format (not a trainer_state.json, a CSV with a step "
-        f"column, JSON lines, a verl console log or a TensorBoard event file); "
+        f"column, JSON lines, a verl console log, a Trainer's printed log dicts or a "
+        f"TensorBoard event file); "
         f"force one with --format ({', '.join(FORMATS)})"
     )
 
@@ -138,5 +143,6 @@ def read_log(path: str | Path, fmt: str | None = None) -> LogData:
         p = candidate
     text = read_text(p)
     readers = {"trainer_state": textlogs.read_trainer_state, "csv": textlogs.read_csv,
-               "jsonl": textlogs.read_jsonl, "verl": verl.read}  # fmt: skip
+               "jsonl": textlogs.read_jsonl, "verl": verl.read,
+               "console": console.read}  # fmt: skip
     return readers[fmt](text, str(p))

@@ -42,6 +42,12 @@ def open_tail(path: Path, fmt: str | None) -> Tail:
         return LineTail(path, fmt)
     if fmt in ("trainer_state", "csv"):
         return WholeFileTail(path, fmt)
+    if fmt == "console":
+        raise LogFormatError(
+            f"cannot follow {path}: a Trainer's printed log dicts carry no step, and their "
+            f"steps can be told only once the run has ended (`import` reads it then); log to "
+            f"a trainer_state.json (save_steps), JSON lines or TensorBoard to follow a run"
+        )
     raise LogFormatError(f"cannot follow format {fmt!r}; expected one of {', '.join(FOLLOWABLE)}")
 
 

@@ -1,0 +1,92 @@
+"""A real TRL run's console output (stdout and stderr to one file, as `nohup python train.py >
+train.log 2>&1` keeps it) read back by `import`'s reader: every logged value at its step, as
+the trainer's own log_history has it, whether stdout was unbuffered (each dict after a bar
+that may lag its step: tqdm redraws at most every 0.1 s) or block-buffered (the dicts in a
+burst at the end)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from grposcope_trainer.logs import LogFormatError, detect, read_log
+from grposcope_trainer.logs.console import read as read_console
+from grposcope_trainer.logs.tail import open_tail
+
+pytest.importorskip("trl")
+
+JOB = """
+import json, sys
+from grposcope.demo.tiny_grpo import build_tiny_trainer
+trainer = build_tiny_trainer(sys.argv[1], max_steps=12, logging_steps=2, disable_tqdm=False)
+trainer.train()
+json.dump(trainer.state.log_history, open(sys.argv[2], "w"))
+"""
+
+
+def _run(tmp_path: Path, unbuffered: bool) -> tuple[Path, list[dict]]:
+    log, history = tmp_path / "train.log", tmp_path / "history.json"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    if unbuffered:
+        env["PYTHONUNBUFFERED"] = "1"
+    with log.open("w") as fh:
+        cmd = [sys.executable, "-c", JOB, str(tmp_path / "out"), str(history)]
+        subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, check=True, timeout=300)
+    return log, json.loads(history.read_text())
+
+
+@pytest.mark.parametrize("unbuffered", [True, False])
+def test_a_trl_run_s_console_output_reads_as_its_log_history(tmp_path: Path, unbuffered) -> None:
+    log, history = _run(tmp_path, unbuffered)
+    assert detect(log) == "console"
+    data = read_log(log)
+    steps = data.steps()
+    want: dict[int, dict[str, float]] = {}  # the summary entry shares the last step
+    for entry in history:
+        want.setdefault(entry["step"], {}).update(
+            (k, v) for k, v in entry.items()
+            if k not in ("step", "total_flos") and isinstance(v, (int, float))
+        )  # fmt: skip
+    assert sorted(steps) == sorted(want) == [2, 4, 6, 8, 10, 12]
+    for step, numbers in want.items():
+        assert set(steps[step]) == set(numbers), step
+        for key, value in numbers.items():
+            assert steps[step][key] == pytest.approx(value, rel=5e-4, abs=1e-6), (step, key)
+    assert data.config["max_steps"] == 12
+
+
+def _console(n_dicts: int, last: int, first_at_1: bool = False) -> str:
+    """A bar that ran to `last` (redrawn with \\r), then `n_dicts` dicts in one burst, their
+    epochs those of a run of `last` steps logging every `last // n_dicts`."""
+    bar = "".join(f"\r{i}/{last} [00:00<00:10,  1.00it/s]" for i in range(1, last + 1))
+    every = last // n_dicts
+    at = [1] * first_at_1 + [k * every for k in range(1, n_dicts + 1)]
+    dicts = "".join(f"{{'loss': '0.{k}', 'reward': '0.{k}{k}', 'epoch': '{s / last:.4g}'}}\n"
+                    for k, s in enumerate(at, start=1))  # fmt: skip
+    return bar + "\n" + dicts
+
+
+def test_a_burst_of_dicts_is_stepped_by_order_only_where_one_interval_fits() -> None:
+    """4 dicts and a bar ended at 20: only an interval of 5 gives 4·L ≤ 20 < 5·L. With a
+    first dict at step 1 (`logging_first_step`) the epochs tell. 2 dicts whose epochs say
+    every 10 steps, and a bar at 25: 9, 10, 11 and 12 fit alike, and the file is refused with
+    the reason, not read with made-up steps."""
+    data = read_console(_console(4, 20), "train.log")
+    assert sorted(data.steps()) == [5, 10, 15, 20] and data.steps()[15]["reward"] == 0.33
+    first = read_console(_console(4, 20, first_at_1=True), "train.log")
+    assert sorted(first.steps()) == [1, 5, 10, 15, 20] and first.steps()[1]["reward"] == 0.11
+    text = _console(2, 20).replace("20 [", "25 [").replace("/20", "/25")
+    with pytest.raises(LogFormatError, match="cannot be told from the progress bar's last step"):
+        read_console(text, "train.log")
+
+
+def test_a_console_log_cannot_be_followed(tmp_path: Path) -> None:
+    log = tmp_path / "train.log"
+    log.write_text(_console(4, 20))
+    with pytest.raises(LogFormatError, match="only once the run has ended"):
+        open_tail(log, None)

@@ -1,0 +1,151 @@
+"""The Hugging Face Trainer's console output: the log dicts it prints, stepped by their order.
+
+Outside a notebook, transformers' `ProgressCallback.on_log` writes each logged dict through
+the progress bar (`{'loss': 0.02, 'grad_norm': 0.13, 'reward': 0.63, …, 'epoch': 0.02}`: a
+Python repr, `nan` and `inf` bare; transformers 5 prints each float as a string of 4
+significant digits, `'0.6278'`, so values read from it carry that precision), and TRL's
+GRPOTrainer logs through it. A job whose stdout went to a file (`nohup python train.py >
+train.log 2>&1`) keeps nothing else of its run.
+
+A dict carries no step, and the bar beside it does not give one: tqdm redraws at most every
+0.1 s, so the count it last showed lags the step (a tiny TRL run logging every 2 steps printed
+its step-4 dict after a bar at 3/12), and with stdout block-buffered apart from the bar
+(stderr) the dicts land in bursts long after it (a HotpotQA run's 93 dicts all after its last
+bar, harvest33). The Trainer logs every `logging_steps` = L steps, so the k-th training dict is
+at k·L, and L is the one whole number with D·L ≤ N < (D+1)·L for D training dicts and the
+bar's last count N (its final redraw shows the last step), or the same with a first dict at
+step 1 (`logging_first_step`). The dicts' own `epoch` values must agree with the steps so
+found (proportional, to their printed precision); evaluation dicts take the step of the
+training dict before them, the final summary (`train_runtime`, …) the last step. Where no
+single reading fits, the file is refused with the reason rather than read with wrong steps.
+Dicts that carry a `step` or `global_step` of their own are read at it. `max_steps` is the
+"Total optimization steps = N" of the run's banner (logged at info level), else the training
+bar's total.
+
+Read whole files only (`import`, `fit`): until the run ends, neither D nor N is known.
+"""
+
+from __future__ import annotations
+
+import re
+
+from grposcope_trainer.logs.data import LogData, LogFormatError
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_BAR = re.compile(r"(\d+)/(\d+) \[")
+_PAIR = re.compile(r"'([^']+)':\s*([^,{}]+)")
+_TOTAL = re.compile(r"Total optimization steps = ([\d,]+)")
+_STEP_KEYS = ("step", "global_step")
+_SUMMARY = "train_runtime"
+
+
+def parse_dict(segment: str) -> dict[str, float] | None:
+    """The numeric entries of a printed log dict starting at ``segment``'s first ``{'``; None
+    where there is none, or fewer than two numbers (a stray brace in a message)."""
+    start = segment.find("{'")
+    end = segment.find("}", start)
+    if start < 0 or end < 0:
+        return None
+    out: dict[str, float] = {}
+    for key, raw in _PAIR.findall(segment[start + 1 : end]):
+        try:  # transformers 5 prints floats as strings: '0.6278'
+            value = float(raw.strip().strip("'\""))
+        except ValueError:
+            continue  # a string, a list, a bool: not a metric
+        out[key] = value
+    return out if len(out) >= 2 else None
+
+
+def is_log_line(line: str) -> bool:
+    """Does this line hold a printed log dict (format detection)?"""
+    return any(parse_dict(seg) is not None for seg in line.split("\r") if "{'" in seg)
+
+
+def read(text: str, where: str) -> LogData:
+    """A whole console log (module docstring); a LogFormatError saying why where the dicts'
+    steps cannot be told."""
+    dicts: list[dict[str, float]] = []
+    last, total, max_steps = None, 0, None
+    for line in text.split("\n"):
+        for segment in _ANSI.sub("", line).split("\r"):
+            planned = _TOTAL.search(segment)
+            if planned:
+                max_steps = int(planned.group(1).replace(",", ""))
+            for done, of in _BAR.findall(segment):
+                if int(of) >= total:  # eval bars count batches: the largest total is training
+                    total, last = int(of), int(done)
+            got = parse_dict(segment) if "{'" in segment else None
+            if got is not None:
+                dicts.append(got)
+    if not dicts:
+        raise LogFormatError(f"{where}: no printed log dict")
+    steps = _own_steps(dicts) or _by_order(dicts, last)
+    if isinstance(steps, str):
+        raise LogFormatError(f"{where}: {steps}")
+    out = LogData("console")
+    for step, metrics in zip(steps, dicts, strict=True):
+        if step is None:  # another printed dict (settings), or an eval before any step
+            continue
+        for key, value in metrics.items():
+            if key not in _STEP_KEYS:
+                out.add(float(step), key, value)
+    if max_steps or total:  # the banner's, else the training bar's total
+        out.config["max_steps"] = max_steps or total
+    return out
+
+
+def _own_steps(dicts: list[dict[str, float]]) -> list[float | None] | None:
+    """Each dict's own step, where every dict carries one."""
+    own = [next((d[k] for k in _STEP_KEYS if k in d), None) for d in dicts]
+    return None if any(s is None for s in own) else [float(s) for s in own]  # type: ignore[arg-type]
+
+
+def _is_training(d: dict[str, float]) -> bool:
+    """A training log dict: the Trainer's carry `loss` and `learning_rate` (a framework's own
+    printed dicts, a vLLM engine's settings, are not)."""
+    return _SUMMARY not in d and ("loss" in d or "learning_rate" in d)
+
+
+def _is_eval(d: dict[str, float]) -> bool:
+    return all(k.startswith("eval_") or k == "epoch" for k in d)
+
+
+def _by_order(dicts: list[dict[str, float]], last: int | None) -> list[float | None] | str:
+    """Each dict's step by its order (module docstring), or why it cannot be told."""
+    train = [i for i, d in enumerate(dicts) if _is_training(d)]
+    if last is None or not train:
+        return "its printed log dicts have no progress bar to count the steps by"
+    tried = []
+    for first_at_1 in (False, True):
+        count = len(train) - first_at_1
+        fits = [n for n in range(1, last + 1) if count * n <= last < (count + 1) * n]
+        tried.append(f"{count} dicts every L steps: L in {fits or 'none'}")
+        if len(fits) != 1:
+            continue
+        at = [1] * first_at_1 + [k * fits[0] for k in range(1, count + 1)]
+        if not _epochs_agree([dicts[i].get("epoch") for i in train], at):
+            tried[-1] += ", but their epochs disagree"
+            continue
+        steps: list[float | None] = []
+        step: float | None = None
+        for i, d in enumerate(dicts):
+            if i in train:
+                step = float(at[train.index(i)])
+            steps.append(float(last) if _SUMMARY in d else step if i in train or _is_eval(d)
+                         else None)  # fmt: skip
+        return steps
+    return (f"the steps of its {len(train)} printed training log dicts cannot be told from "
+            f"the progress bar's last step {last} ({'; '.join(tried)}); import the run's "
+            f"trainer_state.json or log to JSON lines instead")  # fmt: skip
+
+
+def _epochs_agree(epochs: list[float | None], steps: list[int]) -> bool:
+    """Are the dicts' epochs proportional to `steps`, to the 2 decimals older transformers
+    round them to? (Against the last training dict's epoch, whose own rounding grows with the
+    step it is carried to.)"""
+    known = [(e, s) for e, s in zip(epochs, steps, strict=True) if e is not None]
+    if len(known) < 2 or known[-1][0] <= 0:
+        return True
+    ref_epoch, ref_step = known[-1]
+    return all(abs(e - ref_epoch * s / ref_step) <= 0.0051 * (1 + s / ref_step) + 1e-3 * e
+               for e, s in known)  # fmt: skip
