@@ -4,7 +4,8 @@ evaluated on a prefix gives the same answer as on the whole run at that step."""
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -71,7 +72,9 @@ def trailing_quantile(values: np.ndarray, width: int, q: float,
     return _trailing(values, width, ("trailing_quantile", width, q), order, kept)
 
 
-def _trailing(values: np.ndarray, width: int, key: tuple, stat, kept: dict | None) -> np.ndarray:
+def _trailing(values: np.ndarray, width: int, key: tuple, stat: Callable[..., Any],
+              kept: dict | None) -> np.ndarray:  # fmt: skip
+    """A causal trailing statistic (``stat(windows, axis=1)``), memoised under ``key``."""
     width = max(1, int(width))
     done = kept.get(key) if kept is not None else None
     start = 0 if done is None or done.size > values.size else done.size
