@@ -115,10 +115,12 @@ def _by_order(dicts: list[dict[str, float]], last: int | None) -> list[float | N
     train = [i for i, d in enumerate(dicts) if _is_training(d)]
     if last is None or not train:
         return "its printed log dicts have no progress bar to count the steps by"
+    rank = {i: r for r, i in enumerate(train)}  # a long run logs 10^5 dicts: no list scans
     tried = []
     for first_at_1 in (False, True):
         count = len(train) - first_at_1
-        fits = [n for n in range(1, last + 1) if count * n <= last < (count + 1) * n]
+        # the whole L with count·L ≤ last < (count + 1)·L
+        fits = list(range(last // (count + 1) + 1, last // count + 1)) if count else []
         tried.append(f"{count} dicts every L steps: L in {fits or 'none'}")
         if len(fits) != 1:
             continue
@@ -129,9 +131,9 @@ def _by_order(dicts: list[dict[str, float]], last: int | None) -> list[float | N
         steps: list[float | None] = []
         step: float | None = None
         for i, d in enumerate(dicts):
-            if i in train:
-                step = float(at[train.index(i)])
-            steps.append(float(last) if _SUMMARY in d else step if i in train or _is_eval(d)
+            if i in rank:
+                step = float(at[rank[i]])
+            steps.append(float(last) if _SUMMARY in d else step if i in rank or _is_eval(d)
                          else None)  # fmt: skip
         return steps
     return (f"the steps of its {len(train)} printed training log dicts cannot be told from "
