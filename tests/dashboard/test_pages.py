@@ -153,6 +153,7 @@ def test_runs_without_the_overlaid_metric_are_named(pages: Any, fake: FakeApi) -
     out = pages.compare.update([2, 4], "raw", "kl")
     assert not out[0].data and "None of these runs logged kl" in out[0].layout.annotations[0].text
     assert "ml/run2, ml/run4" in repr(out[-2])
+    assert "kl" in out[6]  # kept in the picker's options, or the Dropdown clears it (and the note)
     from grposcope_dashboard.components.common import lacking_note, over_limit_note
 
     assert lacking_note([], "kl") is None and "No reward logged" in repr(lacking_note(["a"], None))

@@ -168,9 +168,12 @@ def _load_run(api: api_client.Api, run_id: int, metric: str | None) -> dict[str,
     return run
 
 
-def metric_options(runs: list[dict[str, Any]]) -> list[str]:
-    """Every series any of the runs logged, for the overlay's picker."""
-    return sorted({k for r in runs for k in r.get("metric_keys") or []})
+def metric_options(runs: list[dict[str, Any]], metric: str | None = None) -> list[str]:
+    """Every series any of the runs logged, for the overlay's picker, and the metric asked
+    for even where none logged it: a Dropdown clears a value its options lack, which called
+    this page back without the metric and took away the note that says no run logged it (a
+    shared link's ``?metric=`` read as the reward without a word)."""
+    return sorted({k for r in runs for k in r.get("metric_keys") or []} | ({metric} - {None}))
 
 
 def diff_view(runs: list[dict[str, Any]]) -> Any:
@@ -260,7 +263,7 @@ def update(run_ids: list[int] | None, mode: str, metric: str | None) -> tuple:
         fc.group_size_figure(runs),
         scaling_fig,
         note,
-        metric_options(runs),
+        metric_options(runs, metric),
         [n for n in notes if n],
         picker,
     )
