@@ -107,6 +107,9 @@ RULES: dict[str, dict[str, Param]] = {
         ),
         "drift_sigmas": Param(3.0, 0.5, 100.0, "downward slope needed, in standard errors"),
         "drift_noise": Param(1.0, 0.0, 100.0, "loss over the drift window, in noise σ"),
+        "drift_share": Param(
+            0.1, 0.0, 1.0, "loss over the drift window, as a share of the range its level covered"
+        ),
         "precursor_points": Param(3, 1, 1000, "points in the precursors' trailing median", True),
         "entropy_growth": Param(3.0, 1.1, 1e6, "entropy over its start level that warns"),
         "entropy_floor": Param(1.0, 0.0, 1e6, "entropy (nats/token) an explosion must also reach"),

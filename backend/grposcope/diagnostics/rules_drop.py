@@ -252,6 +252,16 @@ def _outlier_odds(v: np.ndarray, source: np.ndarray, centre: np.ndarray,
     return plain, places
 
 
+def _level_range(s: np.ndarray, v: np.ndarray, p: Params) -> np.ndarray:
+    """At each point, the range the series' `smooth_window` trailing mean has covered up to
+    it (0 until a full window exists): how far the level has moved, the yardstick of a fall's
+    size where the noise is too small to be one."""
+    w = points(p["smooth_window"], s)
+    tm = trailing_mean(v, w)
+    tm[: w - 1] = np.nan
+    return np.nan_to_num(np.fmax.accumulate(tm) - np.fmin.accumulate(tm))
+
+
 def _range_before(s: np.ndarray, v: np.ndarray, p: Params, m: int, ref_n: int) -> np.ndarray:
     """Per collapse window: the range the reward's `smooth_window` trailing mean had covered
     up to the end of its reference (full windows only). A fall must also be ``drop_share`` of
@@ -259,14 +269,8 @@ def _range_before(s: np.ndarray, v: np.ndarray, p: Params, m: int, ref_n: int) -
     set, step noise 0.003 — a dip of 0.0125 after a rise of 0.3 read 3.7 σ and paged critical
     twice on a healthy 4,595-step verl run (harvest4, 2026-12-05). A flat noisy run's range is
     its noise, so a fall beyond 3 σ of it passes, whatever came before."""
-    w = points(p["smooth_window"], s)
-    tm = trailing_mean(v, w)
-    tm[: w - 1] = np.nan
-    hi = np.fmax.accumulate(tm)
-    lo = np.fmin.accumulate(tm)
-    span = np.nan_to_num(hi - lo)  # 0 until a full window exists
     ends = np.arange(v.size - (m + ref_n) + 1) + ref_n - 1
-    return span[ends]
+    return _level_range(s, v, p)[ends]
 
 
 # The fewest points the collapse's early form (`_early_collapse`) takes as its reference.
@@ -703,9 +707,12 @@ def _drift(key: str, s: np.ndarray, v: np.ndarray, p: Params, kept: dict | None 
     # Each check's verdict, by index (it reads points 0..i and, through the stride, whether i
     # is on the grid, which holds at every later size too), so a refit judges its new checks.
     done: dict[int, dict | None] = kept.setdefault(
-        ("drift", n_min, p["drift_sigmas"], p["drift_noise"]), {}
+        ("drift", n_min, p["drift_sigmas"], p["drift_noise"], p["drift_share"]), {}
     )
-    done.update(_drift_checks(s, v, [i for i in checks if i not in done], n_min, p, stride))
+    todo = [i for i in checks if i not in done]
+    if todo:
+        span = _level_range(s, v, p)
+        done.update(_drift_checks(s, v, todo, n_min, p, stride, span))
     for i in checks:
         fact = done[i]
         if fact is not None and (total is None or _felt_by_total(fact, total, p)):
@@ -726,7 +733,7 @@ def _drift(key: str, s: np.ndarray, v: np.ndarray, p: Params, kept: dict | None 
 
 
 def _drift_checks(s: np.ndarray, v: np.ndarray, checks: list[int], n_min: int, p: Params,
-                  stride: int) -> dict[int, dict | None]:  # fmt: skip
+                  stride: int, span: np.ndarray) -> dict[int, dict | None]:  # fmt: skip
     """Each check's degradation facts, or None: at index i, the first window that shows one
     (the last third, then on the grid the last half and all the points), judged only while
     every shorter window falls too. The slopes of one round of windows are computed together
@@ -750,7 +757,7 @@ def _drift_checks(s: np.ndarray, v: np.ndarray, checks: list[int], n_min: int, p
         active = []
         for i, n, slope, se in zip(todo, lengths.tolist(), slopes.tolist(), ses.tolist(),
                                    strict=True):  # fmt: skip
-            fact = _drift_fact(s, v, i, n, slope, se, p)
+            fact = _drift_fact(s, v, i, n, slope, se, p, float(span[i]))
             if fact is not None or slope >= 0:  # a longer window only while these fall
                 out[i] = fact
             else:
@@ -760,15 +767,22 @@ def _drift_checks(s: np.ndarray, v: np.ndarray, checks: list[int], n_min: int, p
 
 
 def _drift_fact(s: np.ndarray, v: np.ndarray, i: int, n: int, slope: float, se: float,
-                p: Params) -> dict | None:  # fmt: skip
+                p: Params, span: float) -> dict | None:  # fmt: skip
     """The facts of the n points up to index i, or None when their slope is not a
-    degradation (not negative beyond ``drift_sigmas`` s.e., or lost < ``drift_noise`` σ)."""
+    degradation (not negative beyond ``drift_sigmas`` s.e., lost < ``drift_noise`` σ, or
+    lost < ``drift_share`` of ``span``, the range the series' level has covered up to i)."""
     if not (slope < 0 and -slope > p["drift_sigmas"] * se):
         return None
     x, y = s[i - n + 1 : i + 1].astype(float), v[i - n + 1 : i + 1]
     sigma = noise_sd(y)  # the noise (two medians) only where the slope test passed
     lost = -slope * float(x[-1] - x[0])
-    if lost < p["drift_noise"] * sigma:
+    # Significance has no size: at a ceiling the noise vanishes, and a Tinker arithmetic run
+    # at 1.0 since step 20 (0.9975 now and then) "lost 0.0044" over 30 steps, 3 s.e. and
+    # 1.8 noise σ, 0.067 of the 0.07 its level had moved (harvest47, session 32). As the
+    # collapse's fall must be a share of the range before it (`_range_before`), so must this
+    # loss, a smaller one for a slow drift: the real ones of the corpus and of harvest41–48
+    # lost 0.13–1.2 of theirs when first warned (docs/alerts.md).
+    if lost < p["drift_noise"] * sigma or lost < p["drift_share"] * span:
         return None
     return {"slope_per_step": r(slope, 6), "slope_t": r(slope / se, 2),
             "lost_over_window": r(lost), "noise_sd": r(sigma),
