@@ -778,7 +778,7 @@ def _drift_fact(s: np.ndarray, v: np.ndarray, i: int, n: int, slope: float, se: 
     lost = -slope * float(x[-1] - x[0])
     # Significance has no size: at a ceiling the noise vanishes, and a Tinker arithmetic run
     # at 1.0 since step 20 (0.9975 now and then) "lost 0.0044" over 30 steps, 3 s.e. and
-    # 1.8 noise σ, 0.067 of the 0.07 its level had moved (harvest47, session 32). As the
+    # 1.8 noise σ, but 0.067 of the range its level had covered (harvest47, session 32). As the
     # collapse's fall must be a share of the range before it (`_range_before`), so must this
     # loss, a smaller one for a slow drift: the real ones of the corpus and of harvest41–48
     # lost 0.13–1.2 of theirs when first warned (docs/alerts.md).
