@@ -26,6 +26,9 @@ ROLES: dict[str, str] = {
     "eval_reward": "reward on held-out prompts (reward hacking compares it with the train reward)",
     "reward_std": "spread of the reward within the step (advantage degeneracy when it is zero)",
     "zero_std_share": "share of groups whose completions all got the same reward",
+    "advantage_std": "spread of the advantages within the step (zero: no group's completions "
+    "scored differently, so no signal; advantage degeneracy reads it where no reward spread is "
+    "logged)",
     "kl": "KL divergence to the reference policy (no-learning: the policy does not move)",
     "policy_kl": "KL between the sampling and the updated policy (recognised, not read by a "
     "rule: it stays near zero in an on-policy update whatever the policy does)",
@@ -167,6 +170,7 @@ TABLE: tuple[Framework, ...] = (
             "eval_reward": ("eval/answer_reward", "eval/reward", "test/env/all/reward/total"),
             "reward_std": ("rollout/std_reward",),
             "zero_std_share": ("zero_std_ratio",),
+            "advantage_std": ("adv_std",),
             "kl": ("KL_ref", "kl_div", "kl_divergence"),
             "policy_kl": ("train/approx_kl", "optim/kl_sample_train_v1"),
             "entropy": ("train/token_entropy", "optim/entropy", "policy_entropy", "entropy_avg"),

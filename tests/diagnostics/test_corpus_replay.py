@@ -36,11 +36,19 @@ def test_every_collapse_is_critical_and_every_failing_run_is_flagged(replayed) -
             assert res["critical"] is not None, res["run"].name
 
 
+# The one critical on a run that did not fail, a diagnosis rather than a false alarm: a custom
+# 24-game loop whose success rate is 0 at every step, its advantages' spread (`adv_std`) 0 with
+# it: no group ever scored differently, so the policy gets no signal (read since session 32;
+# before, the loop's spread was unknown and nothing was said).
+DIAGNOSED = {("kardeniapoyu_qwen2.5-0.5b-instruct_24game_custom-grpo_zero-success",
+              "advantage_degeneracy")}  # fmt: skip
+
+
 def test_runs_that_did_not_fail_get_no_critical_and_few_warnings(replayed) -> None:
     _, corpus = _bench()
     quiet = [r for r in replayed if corpus.label(r["run"].name) != "failing"]
-    crit = [(r["run"].name, e[0]) for r in quiet for e in r["episodes"] if e[2] == "critical"]
-    assert crit == []
+    crit = {(r["run"].name, e[0]) for r in quiet for e in r["episodes"] if e[2] == "critical"}
+    assert crit == DIAGNOSED
     steps = sum(float(r["run"].steps[-1] - r["run"].steps[0] + 1) for r in quiet)
     warns = sum(e[2] == "warning" for r in quiet for e in r["episodes"])
     assert 200 * warns / steps <= 1.0
@@ -180,8 +188,8 @@ def test_logged_every_2_or_20_steps_no_critical_or_wrong_stop_on_runs_that_did_n
     replay_mod, corpus = _bench()
     every, results = replayed_at_other_cadences
     quiet = [r for r in results if corpus.label(r["run"].name) != "failing"]
-    crit = [(r["run"].name, e[0]) for r in quiet for e in r["episodes"] if e[2] == "critical"]
-    assert crit == [], every
+    crit = {(r["run"].name, e[0]) for r in quiet for e in r["episodes"] if e[2] == "critical"}
+    assert crit <= DIAGNOSED, every  # critical every 2 steps too; every 20 steps nothing
     stops = [(r["run"], e[1]) for r in results for e in r["episodes"]
              if e[0] == "plateau_reached"]  # fmt: skip
     wrong = [(run.name, step) for run, step in stops if replay_mod.gain_after(run, step) >= 0.5]

@@ -193,6 +193,21 @@ def test_advantage_degeneracy_iid_explains_saturation():
     assert none.status == "unavailable"
 
 
+def test_advantage_degeneracy_reads_a_loop_s_advantage_spread():
+    """A hand-written loop that logs `adv_std` but no reward spread: zero on a step means no
+    group's completions scored differently (harvest51's query-rewriting loop, 0 on 95 of 100
+    steps, raised nothing before session 32). A spread on most steps is no degeneracy."""
+    s = np.arange(1, 101)
+    reward = np.where(s % 50 == 0, 0.02, 0.0)
+    spread = np.where(s % 50 == 0, 1.0, 0.0)
+    data = RunData({"reward_mean": (s, reward), "adv_std": (s, spread)}, "reward_mean")
+    out = evaluate("advantage_degeneracy", data, defaults("advantage_degeneracy"))
+    assert out.severity == "critical" and out.evidence["source"] == "adv_std == 0 (whole batch)"
+    moving = np.where(s % 10 == 0, 0.0, 0.9)
+    data = RunData({"reward_mean": (s, reward), "adv_std": (s, moving)}, "reward_mean")
+    assert not evaluate("advantage_degeneracy", data, defaults("advantage_degeneracy")).episodes
+
+
 def test_one_out_of_range_reward_point_does_not_unmake_a_binary_reward():
     """Whether the reward is 0/1 (so the i.i.d. prediction applies) was judged over the whole
     run at once: one logged 1.5 at step 90 turned the explained saturation from step 20 on

@@ -133,9 +133,10 @@ GRAD_NORM_KEYS = series_roles.role_keys("grad_norm")
 LENGTH_KEYS = series_roles.role_keys("completion_length")
 ZERO_STD_KEYS = series_roles.role_keys("zero_std_share")
 REWARD_STD_KEYS = series_roles.role_keys("reward_std")
+ADVANTAGE_STD_KEYS = series_roles.role_keys("advantage_std")
 LOSS_KEYS = series_roles.role_keys("loss")
 FAMILIES = (CLIP_KEYS, KL_KEYS, ENTROPY_KEYS, GRAD_NORM_KEYS, LENGTH_KEYS, ZERO_STD_KEYS,
-            REWARD_STD_KEYS, LOSS_KEYS)  # fmt: skip
+            REWARD_STD_KEYS, ADVANTAGE_STD_KEYS, LOSS_KEYS)  # fmt: skip
 
 
 def first_key(data: RunData, keys: tuple[str, ...]) -> str | None:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from grposcope.diagnostics.data import (
+    ADVANTAGE_STD_KEYS,
     ENTROPY_KEYS,
     REWARD_STD_KEYS,
     ZERO_STD_KEYS,
@@ -180,7 +181,11 @@ def _zero_std_share(data: RunData, p: Params) -> tuple[np.ndarray, np.ndarray, s
     if frac_key is not None:
         s, v = data.finite(frac_key)  # type: ignore[misc]
         return s, v, frac_key
-    std_key = first_key(data, REWARD_STD_KEYS)
+    # The reward's spread, or the advantages' (a hand-written loop's `adv_std`): zero either
+    # way where no group's completions scored differently. A query-rewriting loop scored 0 on
+    # 95 of its 100 steps with `adv_std` 0 on the same steps, its KL term alone moving the
+    # policy, and nothing was raised (harvest51, session 32).
+    std_key = first_key(data, REWARD_STD_KEYS) or first_key(data, ADVANTAGE_STD_KEYS)
     if std_key is not None:
         s, v = data.finite(std_key)  # type: ignore[misc]
         return s, (v <= p["zero_std"]).astype(float), f"{std_key} == 0 (whole batch)"
@@ -193,8 +198,9 @@ def _zero_std_share(data: RunData, p: Params) -> tuple[np.ndarray, np.ndarray, s
     if extremes is not None:
         s, alike, lo_key, hi_key = extremes
         return s, alike.astype(float), f"{hi_key} == {lo_key} (whole batch)"
-    return ("neither a zero-std share (frac_reward_zero_std) nor a reward spread (reward_std) "
-            "is logged (TRL logs the first with scale_rewards 'group' or 'none')")  # fmt: skip
+    return ("neither a zero-std share (frac_reward_zero_std) nor a reward or advantage spread "
+            "(reward_std, adv_std) is logged (TRL logs the first with scale_rewards 'group' or "
+            "'none')")  # fmt: skip
 
 
 MIN_SHARE_POINTS = 10
