@@ -206,6 +206,10 @@ def test_advantage_degeneracy_reads_a_loop_s_advantage_spread():
     moving = np.where(s % 10 == 0, 0.0, 0.9)
     data = RunData({"reward_mean": (s, reward), "adv_std": (s, moving)}, "reward_mean")
     assert not evaluate("advantage_degeneracy", data, defaults("advantage_degeneracy")).episodes
+    from grposcope.diagnostics.data import rule_keys
+
+    # ...and the worker loads it for the rules (it reads only these keys of a live run)
+    assert "adv_std" in rule_keys(["reward_mean", "adv_std", "adv_mean"], "reward_mean", None)
 
 
 def test_one_out_of_range_reward_point_does_not_unmake_a_binary_reward():
