@@ -103,3 +103,19 @@ def test_a_reward_at_its_ceiling_missing_by_a_hair_a_bit_more_often_is_no_degrad
         w[40:] -= 0.1 * (s[40:] - 40) / 60
         real += bool(_degradation_steps(s, w))
     assert ceiling == 0 and real == 20
+
+
+def test_the_level_range_extended_over_new_points_is_the_range_computed_afresh():
+    """A refit extends the kept ranges over its new points only (memo.py); each prefix's
+    ranges must be those of computing them over the whole prefix."""
+    p = defaults("dynamical_instability")
+    rng = np.random.default_rng(1)
+    for _ in range(30):
+        n = int(rng.integers(1, 300))
+        s = np.arange(1, n + 1) * int(rng.integers(1, 4))
+        v = rng.normal(0, 1, n).cumsum()
+        kept: dict = {}
+        for cut in sorted({*rng.integers(1, n + 1, 5).tolist(), n, n}):
+            fresh = rules_drop._level_range(s[:cut], v[:cut], p)
+            assert np.allclose(rules_drop._level_range(s[:cut], v[:cut], p, kept), fresh)
+        assert np.allclose(rules_drop._level_range(s, v, p, kept), fresh)  # nothing new
