@@ -265,14 +265,11 @@ def _level_range(s: np.ndarray, v: np.ndarray, p: Params, kept: dict | None = No
     start = max(0, done - w + 1)
     tm = trailing_mean(v[start:], w)[done - start :]
     tm[: max(0, w - 1 - done)] = np.nan  # no full window before index w − 1
+    if done and not tm.size:  # no new point since (the collapse and the drift both ask)
+        return held[0][:done]
     hi = np.fmax.accumulate(np.r_[held[1] if done else np.nan, tm])[1:]
     lo = np.fmin.accumulate(np.r_[held[2] if done else np.nan, tm])[1:]
-    if done:
-        if not tm.size:
-            return held[0][:done]
-        span = np.concatenate([held[0][:done], np.nan_to_num(hi - lo)])
-    else:
-        span = np.nan_to_num(hi - lo)
+    span = np.r_[held[0][:done] if done else [], np.nan_to_num(hi - lo)]
     if kept is not None and span.size:
         kept[("level_range", w)] = (span, hi[-1], lo[-1])
     return span

@@ -7,7 +7,8 @@ Formats (`FORMATS`), detected from the content (`detect`), or forced:
 - ``jsonl``: JSON lines, one object with a step per line
 - ``verl``: verl's console log (``step:N - key:value - …``)
 - ``console``: the Hugging Face Trainer's console output (TRL's too): the log dicts it prints
-  (``{'loss': …, 'reward': …}``), stepped by its progress bar
+  (``{'loss': …, 'reward': …}``), stepped by their order and the logging interval the progress
+  bar's last count allows (whole files only: `console`)
 - ``tensorboard``: a TensorBoard event file or log directory (needs the ``tensorboard`` extra)
 
 Text is UTF-8, with or without a BOM. Rows that cannot be read are skipped and counted

@@ -101,8 +101,8 @@ def _own_steps(dicts: list[dict[str, float]]) -> list[float | None] | None:
 
 
 def _is_training(d: dict[str, float]) -> bool:
-    """A training log dict: the Trainer's carry `loss` and `learning_rate` (a framework's own
-    printed dicts, a vLLM engine's settings, are not)."""
+    """A training log dict: the Trainer's carry `loss` or `learning_rate`, and are not the
+    final summary (a framework's own printed dicts, a vLLM engine's settings, are not)."""
     return _SUMMARY not in d and ("loss" in d or "learning_rate" in d)
 
 
