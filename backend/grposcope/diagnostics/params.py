@@ -125,7 +125,12 @@ RULES: dict[str, dict[str, Param]] = {
         **_windows(5, 20),
     },
     "plateau_reached": {
-        "min_fit_r2": Param(0.6, -1.0, 1.0, "smoothed R² a fit needs to be believed"),
+        "min_fit_r2": Param(
+            0.6,
+            -1.0,
+            1.0,
+            "smoothed R² a fit needs to be believed (or a significant rise of the reward's level)",
+        ),
         "min_gain_sigmas": Param(3.0, 0.0, 100.0, "p* − p0 needed, in noise standard errors"),
         "no_gain_steps": Param(
             50, 0, 1_000_000, "steps with no gain and KL < kl_floor: not learning (0: off)", True

@@ -14,6 +14,7 @@ from grposcope.diagnostics.data import (
     ENTROPY_KEYS,
     REWARD_STD_KEYS,
     ZERO_STD_KEYS,
+    FitPoint,
     RunData,
     batch_extremes,
     first_key,
@@ -21,6 +22,7 @@ from grposcope.diagnostics.data import (
 from grposcope.diagnostics.memo import scope
 from grposcope.diagnostics.merge import merge
 from grposcope.diagnostics.noise import max_bias, shared_window_se
+from grposcope.diagnostics.rules_fall import reward_fall_arrays
 from grposcope.diagnostics.rules_improving import improving_checks
 from grposcope.diagnostics.rules_stuck import no_learning, seen_enough
 from grposcope.diagnostics.signal import (
@@ -394,6 +396,27 @@ def _unless_improving(trace: Trace, data: RunData, p: Params) -> Trace:
     return Trace(trace.steps, level, trace.instant, evidence)
 
 
+def _r2_ok(f: FitPoint, p: Params) -> bool:
+    return f.r2_smoothed is not None and f.r2_smoothed >= p["min_fit_r2"]
+
+
+def _learned_by(data: RunData, p: Params, steps: np.ndarray) -> np.ndarray:
+    """At each of ``steps``: whether the reward's held level has by then risen above its
+    start beyond ``min_gain_sigmas`` standard errors of the difference (the never-learns
+    form's bar, `rules_fall.fall_arrays`). Causal: a fit at step t reads points up to t."""
+    reward = data.finite(data.reward_key)
+    if reward is None:
+        return np.zeros(steps.size, dtype=bool)
+    s, v = reward
+    w = points(p["smooth_window"], s)
+    if s.size < w:
+        return np.zeros(steps.size, dtype=bool)
+    f = reward_fall_arrays(data, s, v, w, float(p["min_gain_sigmas"]))
+    gained = np.logical_or.accumulate((np.arange(s.size) >= w - 1) & (f["gain"] > f["bar"]))
+    at = np.searchsorted(s, steps, side="right") - 1
+    return np.where(at >= 0, gained[np.clip(at, 0, None)], False)
+
+
 def _fitted_plateau(data: RunData, p: Params) -> Sub | None:
     fits = [f for f in data.fits if f.success]
     if not fits:
@@ -403,12 +426,20 @@ def _fitted_plateau(data: RunData, p: Params) -> Sub | None:
     reward = data.get(data.reward_key)
     data_start = float(reward[0][0]) if reward is not None and reward[0].size else 0.0
     seen = seen_enough(data, p, steps, data_start)  # a first tenth's fit says little
+    learned = _learned_by(data, p, steps)
 
     for i, f in enumerate(fits):
         if f.plateau_start is None or f.p_star is None or f.p0 is None:
             continue
         se = (f.noise_sd or 0.0) / math.sqrt(max(f.n_points, 1))
-        good = f.r2_smoothed is not None and f.r2_smoothed >= p["min_fit_r2"]
+        # The smoothed R² is the share of the smoothed reward's variance the curve explains.
+        # It keeps a fit that invents a rise on a flat, noisy run from reading as a plateau;
+        # but on a run that rose fast and then held, every flat step adds variance that is
+        # only noise, so the longer it holds the lower its R²: a TRL run that rose 0.07 →
+        # 0.77 within 50 of its 6,760 steps read 0.66 at step 340, 0.01 at 2,030 and 0 from
+        # 2,370 on, so its plateau never opened once a third of the run was seen (harvest88,
+        # session 35). There the reward's own noise-aware gain says it rose (`_learned_by`).
+        good = _r2_ok(f, p) or learned[i]
         gained = f.p_star - f.p0 > p["min_gain_sigmas"] * max(se, 1e-12)
         # flat for settle_factor × as long as the rise took, and min_flat_steps: a curve that
         # only just bent over is the shape of a slow climb too (the commonest wrong "stop now"
@@ -424,6 +455,7 @@ def _fitted_plateau(data: RunData, p: Params) -> Sub | None:
         out = {"plateau": r(f.p_star), "plateau_lo": r(f.plateau_lo), "plateau_hi": r(f.plateau_hi),
                "plateau_start": r(f.plateau_start, 1), "r2_smoothed": r(f.r2_smoothed),
                "steps_past_plateau": r(f.step - (f.plateau_start or f.step), 1),
+               "believed_by": "r2_smoothed" if _r2_ok(f, p) else "reward_gain",
                "step_window": [int(f.plateau_start or f.step), int(f.step)]}  # fmt: skip
         if data.total_steps and data.total_steps > f.step:
             left = data.total_steps - f.step
