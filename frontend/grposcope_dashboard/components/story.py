@@ -76,8 +76,9 @@ def regime_line(fit: Mapping[str, Any]) -> list[Any]:
         f"{num(osc.get('zeta_hi'))}, holds 1, so the data do not yet tell an overshooting rise "
         "from a smooth one.",
         "weak_fit": " Not determined: the fitted curve explains only R² "
-        f"{num(osc.get('r2_smoothed'))} of the smoothed reward — no rise or swing to read a "
-        "regime from.",
+        f"{num(osc.get('r2_smoothed'))} of the smoothed reward — too little rise or swing "
+        "beyond its noise to read a regime from (a flat run, or a rise over within a few "
+        "points of a long plateau).",
     }.get(fit.get("regime_undetermined_by") or "")
     if why:
         out.append(html.Span(why, className="text-muted small"))
