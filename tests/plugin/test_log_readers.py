@@ -66,6 +66,47 @@ def test_verl_s_file_logger_lines_read_under_verl_s_own_names(tmp_path: Path) ->
     assert steps[2] == {"data/critic/score/mean": 0.5, "note/lr": 1e-6}
 
 
+def test_ms_swift_s_progress_is_its_step_and_its_total_the_planned_last_step(
+    tmp_path: Path,
+) -> None:
+    """ModelScope's ms-swift writes no step, only `"global_step/max_steps": "N/M"`, in each
+    line of its `logging.jsonl` (a vision GRPO run's log was refused for want of a step,
+    harvest91, session 35) and in each dict it prints: N is the step, M the planned last
+    step; its strings (`"elapsed_time"`) are not metrics, and a line with neither a step nor a
+    progress is still skipped and counted. Followed, the lines read the same."""
+    path = tmp_path / "logging.jsonl"
+    path.write_text(
+        '{"loss": 1e-06, "reward": 0.9, "rewards/CountAccuracy/mean": 0.6, "kl": 0.0,'
+        ' "global_step/max_steps": "1/100", "percentage": "1.00%", "elapsed_time": "38s",'
+        ' "memory(GiB)": 14.47}\n'
+        '{"loss": 2e-06, "reward": 0.8, "global_step/max_steps": "2/100"}\n'
+        '{"eval_loss": 0.1, "eval_reward": 1.2, "global_step/max_steps": "2/100"}\n'
+        '{"reward": 0.7, "global_step/max_steps": "halfway"}\n'
+    )
+    data = read_log(path)
+    steps = data.steps()
+    assert data.fmt == "jsonl" and data.config["max_steps"] == 100
+    assert steps[1] == {"loss": 1e-06, "reward": 0.9, "rewards/CountAccuracy/mean": 0.6,
+                        "kl": 0.0, "memory(GiB)": 14.47}  # fmt: skip
+    assert steps[2] == {"loss": 2e-06, "reward": 0.8, "eval_loss": 0.1, "eval_reward": 1.2}
+    assert data.skipped == 1 and "global_step/max_steps as 'N/M'" in data.skipped_note()
+    tail = open_tail(path, None)
+    assert sorted(tail.poll().steps()) == [1, 2]
+    with path.open("a") as fh:
+        fh.write('{"reward": 0.95, "global_step/max_steps": "3/100"}\n')
+    assert tail.poll().steps() == {3: {"reward": 0.95}}
+    console = tmp_path / "swift.log"
+    console.write_text(
+        "{'loss': 1e-06, 'reward': 0.9, 'global_step/max_steps': '1/100', 'elapsed_time': '38s'}\n"
+        "{'loss': 2e-06, 'reward': 0.8, 'global_step/max_steps': '2/100'}\n"
+        "{'loss': 3e-06, 'reward': 0.7, 'global_step/max_steps': '5/100'}\n"
+    )
+    assert detect(console) == "console"
+    assert read_log(console).steps() == {1: {"loss": 1e-06, "reward": 0.9},
+                                         2: {"loss": 2e-06, "reward": 0.8},
+                                         5: {"loss": 3e-06, "reward": 0.7}}  # fmt: skip
+
+
 def test_a_loop_s_printed_step_lines_are_read_and_followed(tmp_path: Path) -> None:
     """A hand-written loop's `step:N | name=value | …` prints (a Monarch GRPO loop, harvest74,
     refused as "cannot tell its format" before session 34) and the other common shapes; lines

@@ -21,7 +21,8 @@ bar says nothing (W&B's copy of the console, `files/output.log`, keeps only its 
 a learning rate decaying linearly to 0 at the planned last step gives L (`_schedule_interval`).
 Where no single reading fits, the file is refused with the reason rather than read with wrong
 steps.
-Dicts that carry a `step` or `global_step` of their own are read at it. `max_steps` is the
+Dicts that carry a `step` or `global_step` of their own are read at it (ms-swift's
+`'global_step/max_steps': '12/500'` is its `global_step`). `max_steps` is the
 "Total optimization steps = N" of the run's banner (logged at info level), else the training
 bar's total.
 
@@ -32,7 +33,7 @@ from __future__ import annotations
 
 import re
 
-from grposcope_trainer.logs.data import LogData, LogFormatError
+from grposcope_trainer.logs.data import PROGRESS_KEY, LogData, LogFormatError, progress
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _BAR = re.compile(r"(\d+)/(\d+) \[")
@@ -51,6 +52,10 @@ def parse_dict(segment: str) -> dict[str, float] | None:
         return None
     out: dict[str, float] = {}
     for key, raw in _PAIR.findall(segment[start + 1 : end]):
+        ms_swift = progress(raw.strip().strip("'\"")) if key == PROGRESS_KEY else None
+        if ms_swift is not None:  # ms-swift's dicts carry their step only as '12/500'
+            out["global_step"] = float(ms_swift[0])
+            continue
         try:  # transformers 5 prints floats as strings: '0.6278'
             value = float(raw.strip().strip("'\""))
         except ValueError:

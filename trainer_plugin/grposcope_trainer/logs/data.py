@@ -7,6 +7,7 @@ key exactly as logged; they only turn a file into (step, key, value) rows.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +20,11 @@ Row = tuple[float, str, float]  # (step, key, value); a CSV may hold fractional 
 # rows included, so a history with both is on the trainer's scale only through `global_step`.
 STEP_KEYS = ("step", "global_step", "train/global_step", "_step", "iteration")
 WANDB_STEP = "_step"
+# ModelScope's ms-swift logs no step of its own, only its progress: `"global_step/max_steps":
+# "12/500"` in every line of its `logging.jsonl` and every dict it prints (a vision GRPO run's
+# log was refused for want of a step, harvest91, session 35).
+PROGRESS_KEY = "global_step/max_steps"
+_PROGRESS = re.compile(r"\s*(\d+)\s*/\s*(\d+)\s*")
 
 
 class LogFormatError(ValueError):
@@ -103,6 +109,13 @@ def _mean(values: list[float]) -> float:
     if len(values) == 1:
         return values[0]
     return math.fsum(values) / len(values)
+
+
+def progress(value: Any) -> tuple[int, int] | None:
+    """(step, planned last step) of a progress value such as ms-swift's `"12/500"`
+    (`PROGRESS_KEY`), else None."""
+    got = _PROGRESS.fullmatch(value) if isinstance(value, str) else None
+    return (int(got.group(1)), int(got.group(2))) if got else None
 
 
 def step_number(value: Any) -> float | None:

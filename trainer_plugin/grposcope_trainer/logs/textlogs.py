@@ -7,7 +7,9 @@
   A JSON file holding only that list (a script's `json.dump(trainer.state.log_history, f)`)
   is read the same way.
 - JSON lines: one object per line with a step (`step`, `global_step`, `train/global_step`,
-  `_step` as W&B exports it, or `iteration`; a numeric string such as `"12"` counts); nested
+  `_step` as W&B exports it, or `iteration`; a numeric string such as `"12"` counts; or, with
+  none of these, ms-swift's progress `"global_step/max_steps": "12/500"`, whose total becomes
+  the run's `max_steps`); nested
   objects are flattened with `/` (`{"train": {"kl": 1}}` is `train/kl`), except verl's file
   logger's envelope `{"step": N, "data": {...}}`, whose `data` holds the metrics under their
   own names. Blank lines are skipped.
@@ -26,11 +28,13 @@ from typing import Any, NamedTuple
 
 from grposcope_trainer.logs.csvlog import read_csv
 from grposcope_trainer.logs.data import (
+    PROGRESS_KEY,
     STEP_KEYS,
     WANDB_STEP,
     LogData,
     LogFormatError,
     number,
+    progress,
     step_number,
 )
 
@@ -93,6 +97,8 @@ def read_jsonl(text: str, where: str) -> LogData:
             continue
         for key, value in got.metrics.items():
             out.add(got.step, key, value)
+        if got.planned:
+            out.config["max_steps"] = got.planned
     if not out.rows:
         raise out.nothing_readable(where, "JSON line with a step and a number")
     return out
@@ -102,11 +108,13 @@ ONLY_WANDB_STEP = "only W&B's _step, while other lines carry the trainer's step"
 
 
 class JsonLine(NamedTuple):
-    """One JSON line read: its step, which key gave it, and its metrics."""
+    """One JSON line read: its step, which key gave it, its metrics and, where the line says
+    it (ms-swift's progress), the run's planned last step."""
 
     step: int
     step_key: str
     metrics: dict[str, float]
+    planned: int | None = None
 
 
 def parse_json_line(line: str, where: str) -> tuple[int, dict[str, float]] | None:
@@ -131,11 +139,14 @@ def read_json_line(line: str, where: str) -> JsonLine | None:
         raise LogFormatError(f"{where}: a JSON {type(obj).__name__}, not an object")
     step_key = next((k for k in STEP_KEYS if k in obj), None)
     step = step_number(obj.get(step_key)) if step_key else None
+    ms_swift = progress(obj.get(PROGRESS_KEY)) if step_key is None else None
+    if ms_swift is not None:
+        step, step_key = ms_swift[0], PROGRESS_KEY
     if step_key is None or step is None or not _whole(step):
-        names = ", ".join(STEP_KEYS)
+        names = ", ".join((*STEP_KEYS, f"{PROGRESS_KEY} as 'N/M'"))
         raise LogFormatError(f"{where}: no whole step (one of {names}) in the object")
     metrics = {k: v for k, v in _flatten(_unwrapped(obj, step_key)).items() if k not in STEP_KEYS}
-    return JsonLine(int(step), step_key, metrics)
+    return JsonLine(int(step), step_key, metrics, ms_swift[1] if ms_swift else None)
 
 
 def _unwrapped(obj: dict[str, Any], step_key: str) -> dict[str, Any]:
