@@ -60,6 +60,14 @@ KNOWN_LATE = {
     # 74. Warned at 76 (3.06 σ); critical at 82, one step past the deadline (81), when the
     # 5-point median first went under the single earlier step at 0.098 ("new ground").
     "taogerxu_olmo2-1b_gsm8k_offpolicy_noclip_seed3_retry_collapse",
+    # harvest93 (session 35): an equation-discovery TRL run (a reward in [0, 1]) held at
+    # exactly 0.971 on most steps of 116-135 (its reference's step noise ~0: the clock's 3 σ is
+    # a dip of hundredths), then slid: 0.93-0.96 over 136-160, 0.87-0.94 to 188, a break to
+    # 0.68 at 189 and 0.01 from ~300. The clock passes 3 σ at 139 on a dip to 0.934; the rules
+    # read a fall from a saturated level against the noise the fall brings back
+    # (`recent_white_se`): the degradation form warned at 162, the collapse paged at 187 (0.87
+    # a step), 2 steps before the break.
+    "sanchit404_qwen25-1.5b-instruct_llmsr-stressstrain_trl-grpo-lora-r8_G64",
 }
 # Failing runs the rules do not flag at all, each reported in docs/alerts.md, kept here for the
 # same reasons as KNOWN_LATE (the test fails once one of them is flagged).
