@@ -60,28 +60,16 @@ from grposcope.diagnostics.data import FitPoint, RunData  # noqa: E402
 from grposcope.diagnostics.engine import evaluate_all  # noqa: E402
 from grposcope.diagnostics.hysteresis import episodes  # noqa: E402
 from grposcope.diagnostics.params import defaults  # noqa: E402
+from grposcope.diagnostics.replay import refits  # noqa: E402
 from grposcope.diagnostics.rules_precursor import precursors  # noqa: E402
 from grposcope.diagnostics.rules_stability import dynamical_instability  # noqa: E402
 from grposcope.diagnostics.signal import trailing_mean  # noqa: E402
-from grposcope.dynamics.fit import fit_series  # noqa: E402
-
-REFIT_SHARE = 0.05
 
 
 def fits_for(run: Run) -> list[FitPoint]:
-    out = []
-    n = run.values.size
-    for ns in sorted({max(8, round(f * n)) for f in np.arange(REFIT_SHARE, 1.0001, REFIT_SHARE)}):
-        res = fit_series(run.steps[:ns], run.values[:ns])
-        o = res.oscillator
-        if o is None:
-            continue
-        out.append(FitPoint(step=int(run.steps[ns - 1]), success=res.success, regime=res.regime,
-                            zeta=o.zeta, r2_smoothed=o.r2_smoothed, p_star=o.p_star, p0=o.p0,
-                            plateau_lo=res.plateau.lo, plateau_hi=res.plateau.hi,
-                            plateau_start=res.phases[1], noise_sd=res.noise_sd,
-                            n_points=res.n_points))  # fmt: skip
-    return out
+    """The run's reward refit every 5 % of its points, as `grposcope fit --alerts` refits a
+    finished log (`diagnostics.replay.refits`)."""
+    return refits(run.steps, run.values)
 
 
 def replay(run: Run) -> dict:

@@ -12,7 +12,7 @@ import math
 import sys
 from typing import Any
 
-from grposcope.cli.common import CliError, print_json
+from grposcope.cli.common import CliError, alert_line, print_json
 
 
 def register(subparsers: Any) -> None:
@@ -67,6 +67,13 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="0/1 reward: sampling variance p(1-p)/N where no spread column exists",
     )
+    p.add_argument(
+        "--alerts",
+        action="store_true",
+        help="also replay every alert rule over the log as a live run would have met it (the "
+        "reward refit every 5 %% of its points) and list each alert with the step it opened "
+        "at (JSON key 'alerts')",
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=handle)
 
@@ -84,8 +91,9 @@ def _window(text: str | None) -> tuple[float, float] | None:
     return lo, hi
 
 
-def _load(path: str, metric: str | None) -> tuple[str, Any, Any, Any, int | None]:
-    """The metric's series, every series of the log, and the planned last step if it says."""
+def _load(path: str, metric: str | None) -> tuple[str, Any, Any, Any, Any]:
+    """The metric's series, every series of the log, and the log as read (its planned last
+    step, `config["max_steps"]`, and hyperparameters, where it says them)."""
     from grposcope.logfiles import LogFormatError, guess_reward_key, read_rows, to_series
 
     try:
@@ -104,7 +112,7 @@ def _load(path: str, metric: str | None) -> tuple[str, Any, Any, Any, int | None
     if key not in series:
         raise CliError(f"no metric {key!r} in {path} (available: {available})")
     steps, values = series[key]
-    return key, steps, values, series, data.config.get("max_steps")
+    return key, steps, values, series, data
 
 
 def _std_key(metric: str) -> str:
@@ -174,10 +182,10 @@ def _hyper(args: argparse.Namespace) -> Any:
 def handle(args: argparse.Namespace) -> int:
     window = _window(args.predict)
     hyper = _hyper(args)
-    key, steps, values, series, planned = _load(args.path, args.metric)
+    key, steps, values, series, data = _load(args.path, args.metric)
     if args.max_steps is not None and args.max_steps < 1:
         raise CliError(f"--max-steps must be >= 1, got {args.max_steps}")
-    planned = args.max_steps or planned
+    planned = args.max_steps or data.config.get("max_steps")
     sampling = _sampling(args, key, series, args.until)
     observed = None if window is None else observed_mean(steps, values, window)
     if args.until is not None:
@@ -198,11 +206,57 @@ def handle(args: argparse.Namespace) -> int:
     if observed is not None and payload.get("prediction"):
         # beside the contract's prediction, what the log then shows (a CLI-only check)
         payload["prediction"].update(observed_mean=observed[0], observed_points=observed[1])
+    if args.alerts:
+        payload["alerts"] = replayed_alerts(series, key, args.until, planned, data.hyperparameters)
     if args.json:
         print_json(payload)
     else:
         print(format_human(payload))
+        if args.alerts:
+            print(format_alerts(payload["alerts"]))
     return 0
+
+
+def replayed_alerts(series: Any, key: str, until: float | None, planned: int | None,
+                    hyper: dict[str, Any]) -> list[dict[str, Any]]:  # fmt: skip
+    """Every alert the rules would have raised on the log (up to ``until``), in the shape
+    `runs show` gives a server's alerts, plus the step each one was resolved at (None: still
+    open at the log's last step). The eval series is the key table's, as the worker finds it."""
+    from grposcope import series_roles
+    from grposcope.diagnostics.replay import replay
+
+    if until is not None:
+        series = {k: (s[s <= until], v[s <= until]) for k, (s, v) in series.items()}
+        series = {k: sv for k, sv in series.items() if sv[0].size}
+    g = hyper.get("num_generations")
+    group = g if isinstance(g, int) and not isinstance(g, bool) else None
+    outcomes = replay(series, key, eval_key=series_roles.eval_reward_key(list(series), key),
+                      total_steps=planned, num_generations=group)  # fmt: skip
+    alerts = [
+        {
+            "kind": o.kind,
+            "severity": e.severity,
+            "state": "open" if e.resolved_step is None else "resolved",
+            "opened_step": e.opened_step,
+            "resolved_step": e.resolved_step,
+            "message": e.message,
+            "evidence": e.evidence,
+        }  # fmt: skip
+        for o in outcomes
+        for e in o.episodes
+    ]
+    return sorted(alerts, key=lambda a: (a["opened_step"], a["kind"]))
+
+
+def format_alerts(alerts: list[dict[str, Any]]) -> str:
+    """The replayed alerts for people, one line each, in the order they opened."""
+    if not alerts:
+        return "alerts: none (every rule replayed as a live run would have met it)"
+    lines = ["alerts (replayed as a live run would have met them):"]
+    for a in alerts:
+        closed = "" if a["resolved_step"] is None else f" [resolved at step {a['resolved_step']}]"
+        lines.append(f"  {alert_line(a)}{closed}")
+    return "\n".join(lines)
 
 
 def observed_mean(steps: Any, values: Any, window: tuple[float, float]) -> tuple[float, int] | None:

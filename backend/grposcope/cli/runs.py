@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from grposcope.cli.common import ApiClient, add_client_options, print_json
+from grposcope.cli.common import ApiClient, add_client_options, alert_line, print_json
 from grposcope.cli.fit import undetermined_note
 
 
@@ -131,23 +131,6 @@ def show_run(args: argparse.Namespace) -> int:
     for a in out["alerts"]:
         print(f"  {alert_line(a)}")
     return 0
-
-
-def alert_line(alert: dict) -> str:
-    """One alert of `runs show`: dated by the step it reached its severity where that differs
-    from its opening (the evidence's ``severity_since_step``, docs/api.md), as the run page
-    dates it ("unstable since step 139 (warned from step 86)"): "alert dynamical_instability
-    (critical since step 139, open since step 86): …", not "at step 86", the milder start."""
-    kind, severity, state = alert.get("kind"), alert.get("severity"), alert.get("state")
-    opened = alert.get("opened_step")
-    since = (alert.get("evidence") or {}).get("severity_since_step")
-    if since is None or since == opened:
-        when = f"({severity}, {state}) at step {opened}"
-    elif state == "open":
-        when = f"({severity} since step {since}, open since step {opened})"
-    else:  # acknowledged or resolved: the state has no "since" here, the opening has
-        when = f"({severity} since step {since}, {state}; opened at step {opened})"
-    return f"alert {kind} {when}: {alert.get('message')}"
 
 
 def _resolve(client: ApiClient, ref: str) -> int:
