@@ -88,3 +88,23 @@ def test_people_get_one_line_an_alert_and_a_quiet_run_says_so(
 def test_without_the_flag_the_json_contract_is_unchanged(collapse_csv: Path, capsys) -> None:
     assert main(["fit", str(collapse_csv), "--json"]) == 0
     assert "alerts" not in json.loads(capsys.readouterr().out)
+
+
+def test_with_the_learning_rate_the_refits_carry_the_margins_the_predicted_form_reads(
+    collapse_csv: Path,
+) -> None:
+    """`fit --lr X --alerts` refits constrained, as the worker does for a run whose settings
+    it knows: the margins are on the fits the rules read; without them they are absent."""
+    from grposcope.diagnostics.replay import refits
+    from grposcope.dynamics.continuum import Hyper
+
+    data = np.genfromtxt(collapse_csv, delimiter=",", names=True)
+    steps, values = data["step"][:140], data["reward"][:140]  # the rise and the hold
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plain = refits(steps, values)
+        hyper = Hyper.from_given(1e-6, "adamw", None, 1, None, None)
+        constrained = refits(steps, values, hyper=hyper)
+    assert [f.step for f in plain] == [f.step for f in constrained]
+    assert all(f.margin_exact is None for f in plain)
+    assert any(f.margin_exact is not None and f.constrained_r2 is not None for f in constrained)

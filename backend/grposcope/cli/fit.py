@@ -207,7 +207,8 @@ def handle(args: argparse.Namespace) -> int:
         # beside the contract's prediction, what the log then shows (a CLI-only check)
         payload["prediction"].update(observed_mean=observed[0], observed_points=observed[1])
     if args.alerts:
-        payload["alerts"] = replayed_alerts(series, key, args.until, planned, data.hyperparameters)
+        payload["alerts"] = replayed_alerts(series, key, args.until, planned, data.hyperparameters,
+                                            hyper)  # fmt: skip
     if args.json:
         print_json(payload)
     else:
@@ -218,20 +219,22 @@ def handle(args: argparse.Namespace) -> int:
 
 
 def replayed_alerts(series: Any, key: str, until: float | None, planned: int | None,
-                    hyper: dict[str, Any]) -> list[dict[str, Any]]:  # fmt: skip
+                    logged: dict[str, Any], hyper: Any = None) -> list[dict[str, Any]]:  # fmt: skip
     """Every alert the rules would have raised on the log (up to ``until``), in the shape
     `runs show` gives a server's alerts, plus the step each one was resolved at (None: still
-    open at the log's last step). The eval series is the key table's, as the worker finds it."""
+    open at the log's last step). The eval series is the key table's, as the worker finds it;
+    the group size is the log's own (``logged``, its hyperparameters); with ``hyper`` (`--lr`
+    and the rest) the refits are constrained, so the margins' predicted form is replayed too."""
     from grposcope import series_roles
     from grposcope.diagnostics.replay import replay
 
     if until is not None:
         series = {k: (s[s <= until], v[s <= until]) for k, (s, v) in series.items()}
         series = {k: sv for k, sv in series.items() if sv[0].size}
-    g = hyper.get("num_generations")
+    g = logged.get("num_generations")
     group = g if isinstance(g, int) and not isinstance(g, bool) else None
     outcomes = replay(series, key, eval_key=series_roles.eval_reward_key(list(series), key),
-                      total_steps=planned, num_generations=group)  # fmt: skip
+                      total_steps=planned, num_generations=group, hyper=hyper)  # fmt: skip
     alerts = [
         {
             "kind": o.kind,
@@ -241,7 +244,7 @@ def replayed_alerts(series: Any, key: str, until: float | None, planned: int | N
             "resolved_step": e.resolved_step,
             "message": e.message,
             "evidence": e.evidence,
-        }  # fmt: skip
+        }
         for o in outcomes
         for e in o.episodes
     ]

@@ -19,36 +19,45 @@ import numpy as np
 from grposcope.diagnostics.data import FitPoint, RunData, Series
 from grposcope.diagnostics.engine import evaluate_all
 from grposcope.diagnostics.types import Outcome
+from grposcope.dynamics.continuum import Hyper
 from grposcope.dynamics.fit import fit_series
-from grposcope.dynamics.fit_result import FitResult
+from grposcope.dynamics.snapshot import FitSnapshotModel
 
 REFIT_SHARE = 0.05
 MIN_REFIT_POINTS = 8  # fewer points than a first fit needs; the grid starts here
 
 
-def fit_point(step: int, result: FitResult) -> FitPoint | None:
-    """What the rules read of one refit (as `alerts.diagnose.fit_point` reads a stored one);
-    None where the oscillator could not be fitted at all."""
-    o = result.oscillator
-    if o is None:
-        return None
-    return FitPoint(step=step, success=result.success, regime=result.regime, zeta=o.zeta,
-                    r2_smoothed=o.r2_smoothed, p_star=o.p_star, p0=o.p0,
-                    plateau_lo=result.plateau.lo, plateau_hi=result.plateau.hi,
-                    plateau_start=result.phases[1], noise_sd=result.noise_sd,
-                    n_points=result.n_points)  # fmt: skip
+def fit_point(step: int, fit: FitSnapshotModel) -> FitPoint:
+    """What the rules read of one refit: the fields the worker stores of it (its snapshot's
+    summary columns, `fits.refit.snapshot_columns`, and payload) and `alerts.diagnose.fit_point`
+    reads back, so a replayed fit and a stored one are the same to the rules."""
+    osc, plateau, con = fit.oscillator, fit.plateau, fit.constrained
+    return FitPoint(
+        step=step, success=fit.success, regime=fit.regime,
+        zeta=osc.zeta if osc else None, r2_smoothed=osc.r2_smoothed if osc else None,
+        p_star=plateau.value if plateau else None, p0=osc.p0 if osc else None,
+        plateau_lo=plateau.lo if plateau else None, plateau_hi=plateau.hi if plateau else None,
+        plateau_start=fit.phases.plateau_start, noise_sd=fit.noise_sd, n_points=fit.n_points,
+        margin_exact=con.margin_exact if con else None,
+        margin_continuum=con.margin_continuum if con else None,
+        constrained_r2=con.r2_smoothed if con else None,
+        lag_applies=con.lag_applies if con else None,
+    )  # fmt: skip
 
 
-def refits(steps: np.ndarray, values: np.ndarray, share: float = REFIT_SHARE) -> list[FitPoint]:
+def refits(steps: np.ndarray, values: np.ndarray, share: float = REFIT_SHARE,
+           hyper: Hyper | None = None) -> list[FitPoint]:  # fmt: skip
     """The reward refit on its first ``share``, 2 × ``share``, … of its points (at least
-    `MIN_REFIT_POINTS`), each reduced to what the rules read."""
+    `MIN_REFIT_POINTS`), each reduced to what the rules read; with ``hyper`` (the run's
+    configured learning rate and optimiser) constrained too, so the margins the predicted
+    form reads are there. Fits whose oscillator could not be fitted at all are left out."""
     n = values.size
     sizes = sorted({max(MIN_REFIT_POINTS, round(f * n)) for f in np.arange(share, 1.0001, share)})
     out = []
     for size in (s for s in sizes if s <= n):
-        point = fit_point(int(steps[size - 1]), fit_series(steps[:size], values[:size]))
-        if point is not None:
-            out.append(point)
+        result = fit_series(steps[:size], values[:size], hyper=hyper)
+        if result.oscillator is not None:
+            out.append(fit_point(int(steps[size - 1]), FitSnapshotModel.from_result(result)))
     return out
 
 
@@ -57,11 +66,14 @@ Rules = Mapping[str, tuple[bool, dict[str, Any]]]  # kind -> (enabled, overrides
 
 def replay(series: Mapping[str, Series], reward_key: str, *, eval_key: str | None = None,
            total_steps: int | None = None, num_generations: int | None = None,
-           rules: Rules | None = None) -> list[Outcome]:  # fmt: skip
+           hyper: Hyper | None = None, rules: Rules | None = None) -> list[Outcome]:  # fmt: skip
     """Every series rule's outcome over the whole log, its episodes opened and resolved where
     a live run would have had them. ``total_steps``: the planned last step, where known (the
-    plateau's "stopping now saves N steps" and its wait for a third of the run need it)."""
+    plateau's "stopping now saves N steps" and its wait for a third of the run need it);
+    ``hyper``: the run's settings, where known (the predicted form of dynamical_instability
+    reads the margins at them)."""
     steps, values = series[reward_key]
-    data = RunData(dict(series), reward_key, eval_key=eval_key, fits=tuple(refits(steps, values)),
+    fits = tuple(refits(steps, values, hyper=hyper))
+    data = RunData(dict(series), reward_key, eval_key=eval_key, fits=fits,
                    num_generations=num_generations, total_steps=total_steps)  # fmt: skip
     return evaluate_all(data, rules)
