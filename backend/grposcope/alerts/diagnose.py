@@ -106,20 +106,9 @@ def load_many(session: Session, run_id: int, keys: list[str]) -> dict[str, Serie
 
 
 def fit_point(s: FitSnapshot) -> FitPoint:
-    """What the rules read of one stored snapshot: its columns and, through the typed
-    snapshot (any stored version), the parts of the payload the columns lack."""
-    p = FitSnapshotModel.from_stored(s.payload, s.metric)
-    con = p.constrained
-    return FitPoint(
-        step=int(s.step), success=p.success, regime=s.regime, zeta=s.zeta,
-        r2_smoothed=s.r2_smoothed, p_star=s.p_star,
-        p0=p.oscillator.p0 if p.oscillator else None,
-        plateau_lo=s.plateau_lo, plateau_hi=s.plateau_hi,
-        plateau_start=p.phases.plateau_start, noise_sd=p.noise_sd, n_points=p.n_points,
-        margin_exact=s.margin_exact, margin_continuum=s.margin_continuum,
-        constrained_r2=con.r2_smoothed if con else None,
-        lag_applies=con.lag_applies if con else None,
-    )  # fmt: skip
+    """What the rules read of one stored snapshot, through the typed snapshot (any stored
+    version): `FitPoint.from_snapshot`, as a finished log's replayed refits are read."""
+    return FitPoint.from_snapshot(int(s.step), FitSnapshotModel.from_stored(s.payload, s.metric))
 
 
 def rules_config(session: Session, project_id: int) -> dict[str, tuple[bool, dict]]:

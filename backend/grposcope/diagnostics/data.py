@@ -10,6 +10,7 @@ import numpy as np
 
 from grposcope import series_roles
 from grposcope.diagnostics.memo import RuleMemo
+from grposcope.dynamics.snapshot import FitSnapshotModel
 
 Series = tuple[np.ndarray, np.ndarray]
 T = TypeVar("T")
@@ -35,6 +36,26 @@ class FitPoint:
     margin_continuum: float | None = None
     constrained_r2: float | None = None
     lag_applies: bool | None = None
+
+    @classmethod
+    def from_snapshot(cls, step: int, fit: FitSnapshotModel) -> FitPoint:
+        """What the rules read of one fit, from its typed snapshot: the worker's stored ones
+        (`alerts.diagnose.fit_point`) and a finished log's replayed ones
+        (`diagnostics.replay.refits`) alike, so the two are the same to the rules."""
+        osc, plateau, con = fit.oscillator, fit.plateau, fit.constrained
+        return cls(
+            step=step, success=fit.success, regime=fit.regime,
+            zeta=osc.zeta if osc else None, r2_smoothed=osc.r2_smoothed if osc else None,
+            p_star=plateau.value if plateau else None, p0=osc.p0 if osc else None,
+            plateau_lo=plateau.lo if plateau else None,
+            plateau_hi=plateau.hi if plateau else None,
+            plateau_start=fit.phases.plateau_start, noise_sd=fit.noise_sd,
+            n_points=fit.n_points,
+            margin_exact=con.margin_exact if con else None,
+            margin_continuum=con.margin_continuum if con else None,
+            constrained_r2=con.r2_smoothed if con else None,
+            lag_applies=con.lag_applies if con else None,
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -27,24 +27,6 @@ REFIT_SHARE = 0.05
 MIN_REFIT_POINTS = 8  # fewer points than a first fit needs; the grid starts here
 
 
-def fit_point(step: int, fit: FitSnapshotModel) -> FitPoint:
-    """What the rules read of one refit: the fields the worker stores of it (its snapshot's
-    summary columns, `fits.refit.snapshot_columns`, and payload) and `alerts.diagnose.fit_point`
-    reads back, so a replayed fit and a stored one are the same to the rules."""
-    osc, plateau, con = fit.oscillator, fit.plateau, fit.constrained
-    return FitPoint(
-        step=step, success=fit.success, regime=fit.regime,
-        zeta=osc.zeta if osc else None, r2_smoothed=osc.r2_smoothed if osc else None,
-        p_star=plateau.value if plateau else None, p0=osc.p0 if osc else None,
-        plateau_lo=plateau.lo if plateau else None, plateau_hi=plateau.hi if plateau else None,
-        plateau_start=fit.phases.plateau_start, noise_sd=fit.noise_sd, n_points=fit.n_points,
-        margin_exact=con.margin_exact if con else None,
-        margin_continuum=con.margin_continuum if con else None,
-        constrained_r2=con.r2_smoothed if con else None,
-        lag_applies=con.lag_applies if con else None,
-    )  # fmt: skip
-
-
 def refits(steps: np.ndarray, values: np.ndarray, share: float = REFIT_SHARE,
            hyper: Hyper | None = None) -> list[FitPoint]:  # fmt: skip
     """The reward refit on its first ``share``, 2 × ``share``, … of its points (at least
@@ -57,7 +39,9 @@ def refits(steps: np.ndarray, values: np.ndarray, share: float = REFIT_SHARE,
     for size in (s for s in sizes if s <= n):
         result = fit_series(steps[:size], values[:size], hyper=hyper)
         if result.oscillator is not None:
-            out.append(fit_point(int(steps[size - 1]), FitSnapshotModel.from_result(result)))
+            out.append(
+                FitPoint.from_snapshot(int(steps[size - 1]), FitSnapshotModel.from_result(result))
+            )
     return out
 
 
