@@ -98,6 +98,11 @@ KNOWN_UNFLAGGED = {
     # rose 0.36 → 0.87 (under the explosion's 1-nat floor) and its one last eval fell 0.62 →
     # 0.38; per step only a fitted-plateau info (every 5 steps a warning at 120, before the fall).
     "ethanewer_qwen3-0.6b_mixedmath_grpo-areal-baseline",
+    # harvest95 (session 35): a 30-step Tinker Countdown run (one 128-episode batch a step,
+    # step noise 0.062) labelled degrading from step 20 by its authors: reward 0.049 over
+    # steps 0-13, 0.136 over 14-19, -0.001 over 20-29. The high is 2.9 s.e. above the start
+    # (under the 3 a gain must pass to be lost) and the end 1.9 s.e. below it: no rule's bar.
+    "dphuang2_qwen3_4b_countdown_v2_tinker_iter17_opd_then_rl",
 }
 # Stops followed by a gain of 0.5 run-σ or more that the data up to the opening did not show,
 # each reported in docs/alerts.md, kept here as KNOWN_LATE is (the test fails once the stop no
