@@ -107,6 +107,25 @@ def test_ms_swift_s_progress_is_its_step_and_its_total_the_planned_last_step(
                                          5: {"loss": 3e-06, "reward": 0.7}}  # fmt: skip
 
 
+def test_a_loop_s_eval_rows_under_the_train_names_are_read_as_its_eval(tmp_path: Path) -> None:
+    """A loop that logs its train and eval rows under the same names, told apart by a field
+    (`{"phase": "eval", "step": 50, "reward_mean": …}`, a query-rewriting GRPO loop,
+    harvest96): the eval row's metrics are read under `eval/`, so the train point at that
+    step is not averaged with it and the key table finds the eval twin; names already an
+    eval's stay, and a train row or another phase is read as it is."""
+    path = tmp_path / "train_log.jsonl"
+    path.write_text(
+        '{"reward_mean": 0.25, "loss": -0.3, "phase": "train", "step": 50}\n'
+        '{"reward_mean": 0.01, "mrr_mean": 0.05, "phase": "eval", "step": 50}\n'
+        '{"reward_mean": 0.5, "phase": "rollout", "step": 51}\n'
+        '{"split": "Validation", "eval_acc": 0.4, "step": 52}\n'
+    )
+    steps = read_log(path).steps()
+    assert steps[50] == {"reward_mean": 0.25, "loss": -0.3, "eval/reward_mean": 0.01,
+                         "eval/mrr_mean": 0.05}  # fmt: skip
+    assert steps[51] == {"reward_mean": 0.5} and steps[52] == {"eval_acc": 0.4}
+
+
 def test_a_loop_s_printed_step_lines_are_read_and_followed(tmp_path: Path) -> None:
     """A hand-written loop's `step:N | name=value | …` prints (a Monarch GRPO loop, harvest74,
     refused as "cannot tell its format" before session 34) and the other common shapes; lines

@@ -12,7 +12,9 @@
   the run's `max_steps`); nested
   objects are flattened with `/` (`{"train": {"kl": 1}}` is `train/kl`), except verl's file
   logger's envelope `{"step": N, "data": {...}}`, whose `data` holds the metrics under their
-  own names. Blank lines are skipped.
+  own names. A row whose `phase`, `split` or `mode` says it is an evaluation (`"eval"`,
+  `"val"`, `"test"`, …) has its metrics read under `eval/` (a loop that logs its train and eval
+  rows under the same names). Blank lines are skipped.
 
 Text is decoded as UTF-8 with an optional BOM. A line or row that cannot be read (no step, not
 JSON, cut off) is skipped and counted on the result (`LogData.skipped`, `skipped_note()`), so a
@@ -146,7 +148,25 @@ def read_json_line(line: str, where: str) -> JsonLine | None:
         names = ", ".join((*STEP_KEYS, f"{PROGRESS_KEY} as 'N/M'"))
         raise LogFormatError(f"{where}: no whole step (one of {names}) in the object")
     metrics = {k: v for k, v in _flatten(_unwrapped(obj, step_key)).items() if k not in STEP_KEYS}
+    if _is_eval_row(obj):
+        metrics = {k if k.lower().startswith(_EVAL_NAMES) else f"eval/{k}": v
+                   for k, v in metrics.items()}  # fmt: skip
     return JsonLine(int(step), step_key, metrics, ms_swift[1] if ms_swift else None)
+
+
+# A loop that writes its train and its eval rows under the same names tells them apart by a
+# field of the row: `{"phase": "eval", "step": 50, "reward_mean": …}` beside `{"phase":
+# "train", "step": 50, "reward_mean": …}`. Read as they were, the two were averaged into one
+# train point at every eval step and the eval series was lost (a query-rewriting GRPO loop,
+# harvest96, session 35); an eval row's metrics are read under `eval/`.
+_SPLIT_FIELDS = ("phase", "split", "mode")
+_EVAL_SPLITS = frozenset({"eval", "evaluation", "val", "valid", "validation", "test", "dev"})
+_EVAL_NAMES = ("eval", "val", "test")  # names already an eval's: kept as they are
+
+
+def _is_eval_row(obj: dict[str, Any]) -> bool:
+    return any(isinstance(obj.get(f), str) and obj[f].strip().lower() in _EVAL_SPLITS
+               for f in _SPLIT_FIELDS)  # fmt: skip
 
 
 def _unwrapped(obj: dict[str, Any], step_key: str) -> dict[str, Any]:
