@@ -116,13 +116,13 @@ def test_a_loop_s_eval_rows_under_the_train_names_are_read_as_its_eval(tmp_path:
     path = tmp_path / "train_log.jsonl"
     path.write_text(
         '{"reward_mean": 0.25, "loss": -0.3, "phase": "train", "step": 50}\n'
-        '{"reward_mean": 0.01, "mrr_mean": 0.05, "phase": "eval", "step": 50}\n'
+        '{"reward_mean": 0.01, "value_loss": 0.5, "phase": "eval", "step": 50}\n'
         '{"reward_mean": 0.5, "phase": "rollout", "step": 51}\n'
         '{"split": "Validation", "eval_acc": 0.4, "step": 52}\n'
     )
     steps = read_log(path).steps()
     assert steps[50] == {"reward_mean": 0.25, "loss": -0.3, "eval/reward_mean": 0.01,
-                         "eval/mrr_mean": 0.05}  # fmt: skip
+                         "eval/value_loss": 0.5}  # fmt: skip
     assert steps[51] == {"reward_mean": 0.5} and steps[52] == {"eval_acc": 0.4}
 
 

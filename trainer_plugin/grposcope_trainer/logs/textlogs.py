@@ -161,7 +161,8 @@ def read_json_line(line: str, where: str) -> JsonLine | None:
 # harvest96, session 35); an eval row's metrics are read under `eval/`.
 _SPLIT_FIELDS = ("phase", "split", "mode")
 _EVAL_SPLITS = frozenset({"eval", "evaluation", "val", "valid", "validation", "test", "dev"})
-_EVAL_NAMES = ("eval", "val", "test")  # names already an eval's: kept as they are
+# names already an eval's, kept as they are (not `value_loss`, a critic's, which starts "val")
+_EVAL_NAMES = ("eval", "val/", "val_", "val-", "valid", "test/", "test_", "test-")
 
 
 def _is_eval_row(obj: dict[str, Any]) -> bool:
