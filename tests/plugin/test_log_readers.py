@@ -94,7 +94,8 @@ def test_ms_swift_s_progress_is_its_step_and_its_total_the_planned_last_step(
     assert sorted(tail.poll().steps()) == [1, 2]
     with path.open("a") as fh:
         fh.write('{"reward": 0.95, "global_step/max_steps": "3/100"}\n')
-    assert tail.poll().steps() == {3: {"reward": 0.95}}
+    polled = tail.poll()
+    assert polled.steps() == {3: {"reward": 0.95}} and polled.config["max_steps"] == 100
     console = tmp_path / "swift.log"
     console.write_text(
         "{'loss': 1e-06, 'reward': 0.9, 'global_step/max_steps': '1/100', 'elapsed_time': '38s'}\n"

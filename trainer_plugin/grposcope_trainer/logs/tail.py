@@ -139,7 +139,10 @@ class LineTail:
 
     def _take(self, line: str, out: LogData) -> None:
         if self.fmt == "jsonl":
-            got = self._json_line(line)
+            json_line = self._json_line(line)
+            got = None if json_line is None else (json_line.step, json_line.metrics)
+            if json_line is not None and json_line.planned:  # ms-swift's "N/M": M is planned
+                self.config["max_steps"] = json_line.planned
         elif self.fmt == "kv":
             got = kvlines.parse_line(line)
         else:
@@ -151,8 +154,8 @@ class LineTail:
             for key, value in metrics.items():
                 out.add(step, key, value)
 
-    def _json_line(self, line: str) -> tuple[int, dict[str, float]] | None:
-        """(step, metrics) of a JSON line, None for one to skip (warned about once). As in
+    def _json_line(self, line: str) -> textlogs.JsonLine | None:
+        """A JSON line read, None for one to skip (warned about once). As in
         `textlogs.read_jsonl`, once a line has carried the trainer's step, lines with only
         W&B's `_step` are skipped: their steps are on another scale."""
         where = f"{self.path}:{self._line_no}"
@@ -168,7 +171,7 @@ class LineTail:
         elif self._trainer_step:
             self._warn(f"{where}: {textlogs.ONLY_WANDB_STEP}")
             return None
-        return got.step, got.metrics
+        return got
 
     def _warn(self, message: str) -> None:
         if not self._warned:
