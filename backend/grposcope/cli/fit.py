@@ -122,7 +122,15 @@ def _std_key(metric: str) -> str:
     return f"{metric}_std"
 
 
-def _sampling(args: argparse.Namespace, key: str, series: Any, until: float | None) -> Any:
+def _until(series: Any, until: float | None) -> Any:
+    """The log as it stood at step ``until`` (every series cut there; all of it without)."""
+    if until is None:
+        return series
+    cut = {k: (s[s <= until], v[s <= until]) for k, (s, v) in series.items()}
+    return {k: sv for k, sv in cut.items() if sv[0].size}
+
+
+def _sampling(args: argparse.Namespace, key: str, series: Any) -> Any:
     if args.completions is None:
         if args.std_metric is not None or args.binary:
             raise CliError("--std-metric and --binary need --completions-per-step")
@@ -132,11 +140,8 @@ def _sampling(args: argparse.Namespace, key: str, series: Any, until: float | No
     std_key = args.std_metric or _std_key(key)
     if args.std_metric is not None and std_key not in series:
         raise CliError(f"no metric {std_key!r} for --std-metric")
-    std = series.get(std_key)
-    if std is not None and until is not None:
-        std = (std[0][std[0] <= until], std[1][std[0] <= until])
     try:
-        return Sampling(args.completions, reward_std=std, binary=args.binary)
+        return Sampling(args.completions, reward_std=series.get(std_key), binary=args.binary)
     except ValueError as exc:
         raise CliError(str(exc)) from None
 
@@ -186,11 +191,10 @@ def handle(args: argparse.Namespace) -> int:
     if args.max_steps is not None and args.max_steps < 1:
         raise CliError(f"--max-steps must be >= 1, got {args.max_steps}")
     planned = args.max_steps or data.config.get("max_steps")
-    sampling = _sampling(args, key, series, args.until)
     observed = None if window is None else observed_mean(steps, values, window)
-    if args.until is not None:
-        keep = steps <= args.until
-        steps, values = steps[keep], values[keep]
+    seen = _until(series, args.until)  # what the fit, the noise split and the alerts read
+    sampling = _sampling(args, key, seen)
+    steps, values = seen.get(key, (steps[:0], values[:0]))
     from grposcope.dynamics.fit import fit_series
     from grposcope.dynamics.snapshot import FitSnapshotModel
 
@@ -207,8 +211,7 @@ def handle(args: argparse.Namespace) -> int:
         # beside the contract's prediction, what the log then shows (a CLI-only check)
         payload["prediction"].update(observed_mean=observed[0], observed_points=observed[1])
     if args.alerts:
-        payload["alerts"] = replayed_alerts(series, key, args.until, planned, data.hyperparameters,
-                                            hyper)  # fmt: skip
+        payload["alerts"] = replayed_alerts(seen, key, planned, data.hyperparameters, hyper)
     if args.json:
         print_json(payload)
     else:
@@ -218,9 +221,9 @@ def handle(args: argparse.Namespace) -> int:
     return 0
 
 
-def replayed_alerts(series: Any, key: str, until: float | None, planned: int | None,
-                    logged: dict[str, Any], hyper: Any = None) -> list[dict[str, Any]]:  # fmt: skip
-    """Every alert the rules would have raised on the log (up to ``until``), in the shape
+def replayed_alerts(series: Any, key: str, planned: int | None, logged: dict[str, Any],
+                    hyper: Any = None) -> list[dict[str, Any]]:  # fmt: skip
+    """Every alert the rules would have raised on the log (as `--until` left it), in the shape
     `runs show` gives a server's alerts, plus the step each one was resolved at (None: still
     open at the log's last step). The eval series is the key table's, as the worker finds it;
     the group size is the log's own (``logged``, its hyperparameters); with ``hyper`` (`--lr`
@@ -228,9 +231,6 @@ def replayed_alerts(series: Any, key: str, until: float | None, planned: int | N
     from grposcope import series_roles
     from grposcope.diagnostics.replay import replay
 
-    if until is not None:
-        series = {k: (s[s <= until], v[s <= until]) for k, (s, v) in series.items()}
-        series = {k: sv for k, sv in series.items() if sv[0].size}
     g = logged.get("num_generations")
     group = g if isinstance(g, int) and not isinstance(g, bool) else None
     outcomes = replay(series, key, eval_key=series_roles.eval_reward_key(list(series), key),
