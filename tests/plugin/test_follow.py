@@ -100,6 +100,46 @@ def test_following_again_resumes_the_same_run_and_ctrl_c_marks_it_failed(
     assert got == {1: 0.125, 2: 0.25, 3: 0.5, 4: 0.75}
 
 
+@pytest.mark.parametrize("fmt", ["jsonl", "csv"])
+def test_a_run_appended_to_the_followed_file_is_a_run_of_its_own(
+    live_server, tmp_path: Path, fmt: str
+) -> None:
+    """Tinker appends a second run to `metrics.jsonl` when a log directory is reused (and a
+    loop may write on a CSV): its steps start again. Followed as one run, the second run's
+    steps went into the first, whose values the server kept. Now the first run ends where the
+    steps start again and the rest is "NAME (2)"; following the file again resumes both and
+    adds no third. Appended while followed (the poll starts at the second run) and present
+    from the start (one poll holds both) alike."""
+    log = tmp_path / f"metrics.{fmt}"
+
+    def rows(values: list[float]) -> str:
+        if fmt == "csv":
+            return "".join(f"{s},{v}\n" for s, v in enumerate(values))
+        return "".join(f'{{"step": {s}, "reward": {v}}}\n' for s, v in enumerate(values))
+
+    first, second, third = [0.5, 0.6, 0.7, 0.8, 0.9], [0.1, 0.2, 0.3, 0.4], [0.05] * 5
+    log.write_text(("step,reward\n" if fmt == "csv" else "") + rows(first))
+    reader = Reader(live_server.url, live_server.admin_token)
+    follower = _follow(live_server, tmp_path, log, "--silence", "3")
+    wait_for(lambda: reader.runs("follow") and reader.runs("follow")[0]["last_step"] == 4)
+    with log.open("a") as fh:
+        fh.write(rows(second))
+    output, _ = follower.communicate(timeout=60)
+    assert follower.returncode == 0, output
+    with log.open("a") as fh:
+        fh.write(rows(third))
+    again = _follow(live_server, tmp_path, log, "--silence", "1")
+    output, _ = again.communicate(timeout=60)
+    assert again.returncode == 0, output
+
+    by_name = {r["name"]: r for r in reader.runs("follow")}
+    assert sorted(by_name) == ["metrics", "metrics (2)", "metrics (3)"]
+    for name, values in (("metrics", first), ("metrics (2)", second), ("metrics (3)", third)):
+        got = reader.series(by_name[name]["id"], ["reward"])["reward"]
+        assert got == dict(enumerate(values)), name
+        assert by_name[name]["status"] == "finished"
+
+
 def test_a_missing_log_without_format_is_a_usage_error(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-m", "grposcope_trainer", "follow",
                           str(tmp_path / "nope.log"), "--project", "p"],

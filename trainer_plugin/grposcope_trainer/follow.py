@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from grposcope_trainer.logs import FORMATS, LogFormatError, hyperparameters_arg
+from grposcope_trainer.logs.data import LogData, Row, RunStarts
 from grposcope_trainer.logs.tail import Tail, open_tail
 from grposcope_trainer.run import Run
 
@@ -132,6 +133,9 @@ class Follower:
         self._url, self._token, self._spool_dir = url, token, spool_dir
         self.flush_timeout = flush_timeout
         self.run: Run | None = None
+        self.runs_started = 1  # the ordinal of the run being sent: a log may hold several
+        self._starts = RunStarts()
+        self._delivered = True  # every earlier run's data reached the server
         self.steps_sent = 0
         self._waiting_logged = False
         self._tail: Tail | None = self._open_tail()
@@ -197,22 +201,55 @@ class Follower:
         data = self._tail.poll()
         if not data.rows:
             return 0
-        if self.run is None:
-            self.run = self._start(data.hyperparameters, data.config)
-        steps = data.steps()
-        for step, metrics in steps.items():
-            self.run.log(step, metrics, wall_time=data.wall_times.get(step))
-        self.steps_sent += len(steps)
-        return len(steps)
+        sent = 0
+        for i, rows in enumerate(self._split(data.rows)):
+            if self.run is None or i > 0:
+                self._next_run(data)
+            assert self.run is not None
+            if not rows:  # the poll began with the next run's first row
+                continue
+            steps = LogData(data.fmt, rows=rows).steps()
+            for step, metrics in steps.items():
+                self.run.log(step, metrics, wall_time=data.wall_times.get(step))
+            sent += len(steps)
+        self.steps_sent += sent
+        return sent
+
+    def _split(self, rows: list[Row]) -> list[list[Row]]:
+        """The new rows cut where the log's steps start again (`RunStarts`: another run
+        appended to the file, as Tinker's `metrics.jsonl` in a reused log directory): each
+        part after the first is a run of its own (the first continues the run being sent, and
+        is empty where the poll began with the next run). Sent as one, the second run's steps
+        went into the first (the server keeps the first value of each step; session 36)."""
+        parts: list[list[Row]] = [[]]
+        for row in rows:
+            if self._starts.restarts(row[0], row[1]):
+                self._starts = RunStarts()
+                self._starts.restarts(row[0], row[1])
+                parts.append([])
+            parts[-1].append(row)
+        return parts
+
+    def _next_run(self, data: LogData) -> None:
+        """Start the first run, or finish the one being sent and start the next the log holds:
+        "NAME (2)" under the key "…-2", so following the file again resumes each of them."""
+        if self.run is not None:
+            logger.info("grposcope: %s starts again at a run's first step: run %r ends, the "
+                        "rest is a new run", self.path, self.run.name)  # fmt: skip
+            self._delivered &= self.run.finish("finished").delivered
+            self.runs_started += 1
+        self.run = self._start(data.hyperparameters, data.config)
 
     def _start(self, found: dict[str, Any], config: dict[str, Any]) -> Run:
         hyper = {**found, **self.hyperparameters}
-        logger.info("grposcope: following %s as run %r (project %r)", self.path, self.name,
+        n = self.runs_started
+        name = self.name if n == 1 else f"{self.name} ({n})"
+        logger.info("grposcope: following %s as run %r (project %r)", self.path, name,
                     self.project)  # fmt: skip
         return Run(
             project=self.project,
-            name=self.name,
-            run_key=self.run_key,
+            name=name,
+            run_key=self.run_key if n == 1 else f"{self.run_key}-{n}",
             hyperparameters=hyper,
             config={
                 **config,
@@ -233,7 +270,7 @@ class Follower:
             return 0
         report = self.run.finish(status)
         sys.stdout.write(f"{report.message}\n")
-        return 0 if report.delivered else 1
+        return 0 if report.delivered and self._delivered else 1
 
 
 def _default_name(path: Path) -> str:

@@ -36,6 +36,30 @@ class LogFormatError(ValueError):
     """The file is not a log of the format asked for (the message says where and why)."""
 
 
+class RunStarts:
+    """Where a log's steps start again, value by value: another run appended to the file.
+
+    A key whose step goes back to its first step or below, after it had logged
+    `_RUN_POINTS` values past it, starts again. A step re-logged without going back to the
+    start (a resume from a checkpoint) is not a new run, nor are a file's few rows out of
+    order. One rule for a whole file (`LogData.keep_last_run`, import and fit) and for a
+    growing one (`follow`, which sends each run it sees start as a run of its own)."""
+
+    def __init__(self) -> None:
+        self._first: dict[str, float] = {}
+        self._moved: dict[str, int] = {}  # values past the key's first step since its start
+
+    def restarts(self, step: float, key: str) -> bool:
+        """Take the key's next value; True where it starts the key again."""
+        first = self._first.get(key)
+        if first is None or (self._moved[key] >= _RUN_POINTS and step <= first):
+            self._first[key], self._moved[key] = step, 0
+            return first is not None
+        if step > first:
+            self._moved[key] += 1
+        return False
+
+
 @dataclass
 class LogData:
     """A whole log read at once (import, fit) or the new part of a growing one (follow)."""
@@ -61,26 +85,21 @@ class LogData:
         self.rows.append((step, key, value))
 
     def keep_last_run(self) -> LogData:
-        """Leave out the runs a file holds before its last one. A key whose step goes back
-        to its first step or below, after it had moved past it, started again: another run
-        appended to the same file (Tinker writes `metrics.jsonl` so when a log directory is
-        reused). Read as one run, the two runs' values were averaged step by step, silently
-        (harvest105, session 36). Each key keeps its values from its last start; a step
-        re-logged without going back to the start (a resume from a checkpoint) is not a new
-        run and stays averaged, nor is a file's few rows out of order (a run is at least
-        `_RUN_POINTS` values past its first step before another can start). Counted, for
-        `skipped_note`."""
-        first: dict[str, float] = {}
-        moved: dict[str, int] = {}  # values logged past the key's first step since its start
+        """Leave out the runs a file holds before its last one (`RunStarts`: a key whose step
+        goes back to its first step or below, after it had moved past it, started again:
+        another run appended to the same file, as Tinker writes `metrics.jsonl` when a log
+        directory is reused). Read as one run, the two runs' values were averaged step by step,
+        silently (harvest105, session 36). Each key keeps its values from its last start.
+        Counted, for `skipped_note`."""
+        starts = RunStarts()
         start: dict[str, int] = {}
-        starts: dict[str, int] = {}
+        runs: dict[str, int] = {}
         for i, (step, key, _) in enumerate(self.rows):
-            if key not in first or (moved[key] >= _RUN_POINTS and step <= first[key]):
-                starts[key] = starts.get(key, -1) + 1
-                first[key], start[key], moved[key] = step, i, 0
-            elif step > first[key]:
-                moved[key] += 1
-        self.earlier_runs = max(starts.values(), default=0)
+            if starts.restarts(step, key):
+                runs[key] = runs.get(key, 0) + 1
+                start[key] = i
+            start.setdefault(key, i)
+        self.earlier_runs = max(runs.values(), default=0)
         if self.earlier_runs:
             kept = [row for i, row in enumerate(self.rows) if i >= start[row[1]]]
             self.earlier_values += len(self.rows) - len(kept)

@@ -26,7 +26,7 @@ from grposcope_trainer.logs import (
     trainer_state_file,
     verl,
 )
-from grposcope_trainer.logs.data import WANDB_STEP, LogData, LogFormatError
+from grposcope_trainer.logs.data import WANDB_STEP, LogData, LogFormatError, RunStarts
 
 logger = logging.getLogger("grposcope_trainer")
 
@@ -201,7 +201,7 @@ class WholeFileTail:
         self.path = path
         self.fmt = fmt
         self._stamp: tuple[int, int, int] | None = None
-        self._seen: set[tuple[float, str]] = set()
+        self._seen: set[tuple[int, float, str]] = set()
         self._config: dict[str, Any] = {}
         self._warned = False
 
@@ -229,9 +229,14 @@ class WholeFileTail:
         self._stamp = stamp
         self._warn_skipped(data)
         self._config = {k: v for k, v in data.config.items() if k != "columns"}
+        # a row is new by its run and (step, key): the rows of a run appended to the file
+        # (a CSV a second run writes on) are new although the first run logged their steps
+        starts = RunStarts()
+        runs: dict[str, int] = {}
         for step, key, value in data.rows:
-            if (step, key) not in self._seen:
-                self._seen.add((step, key))
+            run = runs[key] = runs.get(key, 0) + starts.restarts(step, key)
+            if (run, step, key) not in self._seen:
+                self._seen.add((run, step, key))
                 out.add(step, key, value)
         out.config = dict(self._config)
         return out
