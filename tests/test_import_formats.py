@@ -265,6 +265,32 @@ def test_import_metric_names_the_reward_the_key_table_would_not_pick(
     assert bad.returncode != 0 and "no series 'reward/absent'" in bad.stderr
 
 
+def test_a_wandb_panel_of_several_runs_imports_as_a_run_each(server, tmp_path: Path) -> None:
+    """A W&B panel export compares runs (`"<run> - train/reward"` columns). Imported as one
+    run, the runs' series sat side by side and the key table took one run's reward for all
+    of them. Each panel run is now a run of its own, named after it (under `--run`: "NAME -
+    <run>"), and importing the file again resumes them."""
+    env, http = _client(server)
+    path = tmp_path / "panel.csv"
+    rows = ['"Step","lr1e-6 - train/reward","lr1e-6 - train/reward__MIN","lr2e-5 - train/reward"']
+    rows += [f"{s},{0.1 + s / 100},{s / 100},{0.9 - s / 100}" for s in range(1, 31)]
+    path.write_text("\n".join(rows) + "\n")
+    out = cli("import", str(path), "--project", "panel", "--json", env=env)
+    assert out.returncode == 0, out.stderr
+    assert "is a W&B panel of 2 runs: each is imported as a run of its own" in out.stderr
+    got = json.loads(out.stdout)
+    assert [g["name"] for g in got] == ["lr1e-6", "lr2e-5"]
+    assert [g["roles"]["reward"] for g in got] == ["train/reward", "train/reward"]
+    first, second = (_series(http, g["id"], "train/reward")["train/reward"] for g in got)
+    assert first[30] == pytest.approx(0.4) and second[30] == pytest.approx(0.6)
+    assert http.get(f"/runs/{got[0]['id']}/metrics").json()["keys"] != []
+    again = _imported(path, env, "--project", "panel")
+    assert [g["id"] for g in again] == [g["id"] for g in got]
+    assert [g["inserted"] for g in again] == [0, 0]
+    named = _imported(path, env, "--project", "panel-named", "--run", "sweep")
+    assert [g["name"] for g in named] == ["sweep - lr1e-6", "sweep - lr2e-5"]
+
+
 def test_import_eval_metric_names_the_held_out_series(server, tmp_path: Path) -> None:
     """A Tinker reward-hacking study logs its trained proxy as `reward/mean` and its true
     correctness as `reward/f`: no eval series by name, so reward_hacking cannot judge it.

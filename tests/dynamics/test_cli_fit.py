@@ -38,6 +38,28 @@ def test_json_contract(log_csv: Path, capsys) -> None:
     assert "constrained" not in out
 
 
+def test_a_wandb_panel_of_two_runs_is_fitted_one_run_at_a_time(tmp_path: Path, capsys) -> None:
+    """A W&B panel export compares runs (`<run> - <key>` columns): read whole, the key table
+    took the second run's reward for the file's without a word. The first run is fitted and
+    stderr says which; `--metric '<run> - <key>'` fits another's."""
+    rng = np.random.default_rng(1)
+    t = np.arange(1, 121)
+    rising = trajectory(t, 1.0, 0.1, 0.05, 0.8) + rng.normal(0, 0.03, t.size)
+    flat = 0.2 + rng.normal(0, 0.03, t.size)
+    rows = ['"Step","big - train/reward","big - train/reward__MIN","small - train/reward"']
+    rows += [f"{s},{a},{a - 0.1},{b}" for s, a, b in zip(t, rising, flat, strict=True)]
+    path = tmp_path / "panel.csv"
+    path.write_text("\n".join(rows) + "\n")
+    assert main(["fit", str(path), "--json"]) == 0
+    captured = capsys.readouterr()
+    first = json.loads(captured.out)
+    assert "a W&B panel of 2 runs (big, small): fitting the first, 'big'" in captured.err
+    assert first["metric"] == "train/reward" and first["plateau"]["value"] > 0.8
+    assert main(["fit", str(path), "--metric", "small - train/reward", "--json"]) == 0
+    second = _json(capsys)
+    assert second["metric"] == "train/reward" and abs(second["plateau"]["value"] - 0.2) < 0.1
+
+
 def test_until_and_hyperparameters(log_csv: Path, capsys) -> None:
     args = ["fit", str(log_csv), "--until", "120", "--lr", "5e-6", "--k-ref", "2", "--json"]
     assert main(args) == 0

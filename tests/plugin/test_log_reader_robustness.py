@@ -147,10 +147,18 @@ def test_wandb_panel_export_drops_the_run_prefix(tmp_path: Path) -> None:
                                "train/reward__MAX": 0.75}  # fmt: skip
 
 
-def test_a_panel_of_several_runs_keeps_its_names(tmp_path: Path) -> None:
-    text = '"Step","a - train/reward","b - train/reward"\n1,0.5,0.25\n'
+def test_a_panel_of_several_runs_keeps_its_names_and_lists_its_runs(tmp_path: Path) -> None:
+    text = ('"Step","b - train/reward","b - kl","a - train/reward"\n1,0.25,0.1,0.5\n'
+            '2,0.3,,0.6\n')  # fmt: skip
     data = read_log(_write(tmp_path, "panel.csv", text))
-    assert data.steps() == {1: {"a - train/reward": 0.5, "b - train/reward": 0.25}}
+    assert data.steps()[1] == {"a - train/reward": 0.5, "b - train/reward": 0.25, "b - kl": 0.1}
+    assert data.panel_runs == ["b", "a"]  # in column order
+    assert data.panel_run("b").steps() == {1: {"train/reward": 0.25, "kl": 0.1},
+                                           2: {"train/reward": 0.3}}  # fmt: skip
+    assert data.panel_run("b").config["columns"] == ["train/reward", "kl"]
+    assert data.panel_run("a").steps() == {1: {"train/reward": 0.5}, 2: {"train/reward": 0.6}}
+    with pytest.raises(LogFormatError, match="no run 'c' in the panel"):
+        data.panel_run("c")
 
 
 # --- 3. delimiters ---------------------------------------------------------------------------

@@ -99,6 +99,7 @@ def _load(path: str, metric: str | None) -> tuple[str, Any, Any, Any, Any]:
 
     try:
         data = read_rows(path)
+        data, metric = _one_panel_run(path, data, metric)
         series = to_series(data)
     except FileNotFoundError:
         raise CliError(f"no such file: {path}") from None
@@ -114,6 +115,24 @@ def _load(path: str, metric: str | None) -> tuple[str, Any, Any, Any, Any]:
         raise CliError(f"no metric {key!r} in {path} (available: {available})")
     steps, values = series[key]
     return key, steps, values, series, data
+
+
+def _one_panel_run(path: str, data: Any, metric: str | None) -> tuple[Any, str | None]:
+    """A W&B panel of several runs is fitted one run at a time: the run `--metric` names by
+    its full column (`<run> - <key>`), else the first, said on stderr. Read whole, the key
+    table took one of its runs' rewards without a word and the rules mixed the runs' series."""
+    from grposcope_trainer.logs.data import PANEL_SEPARATOR
+
+    if not data.panel_runs:
+        return data, metric
+    for run in data.panel_runs:
+        if metric is not None and metric.startswith(f"{run}{PANEL_SEPARATOR}"):
+            return data.panel_run(run), metric[len(run) + len(PANEL_SEPARATOR) :]
+    first = data.panel_runs[0]
+    print(f"grposcope: {path} is a W&B panel of {len(data.panel_runs)} runs "
+          f"({', '.join(data.panel_runs)}): fitting the first, {first!r}; --metric "
+          f"'<run>{PANEL_SEPARATOR}<key>' fits another's", file=sys.stderr)  # fmt: skip
+    return data.panel_run(first), metric
 
 
 def _std_key(metric: str) -> str:

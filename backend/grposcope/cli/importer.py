@@ -73,11 +73,25 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     path = Path(args.path)
-    prepared = prepare(path, args.format, args.hyperparameters, args.metric, args.eval_metric)
-    records = prepared["records"]
+    parts = prepare_all(path, args.format, args.hyperparameters, args.metric, args.eval_metric)
     client = ApiClient(args.url, args.token, timeout=120)
-    body = {"project": args.project, "name": args.run or _default_name(path),
-            "run_key": f"import-{_digest(path, prepared['format'])}", "config": prepared["config"],
+    digest = _digest(path, parts[0][1]["format"])
+    outs = [_send(args, client, path, digest, panel_run, prepared) for panel_run, prepared in parts]
+    if args.json:  # one object; a list of them for a panel's runs
+        print_json(outs if parts[0][0] is not None else outs[0])
+    return 0
+
+
+def _send(args: argparse.Namespace, client: ApiClient, path: Path, digest: str,
+          panel_run: str | None, prepared: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
+    """Create (or resume) one run and send its steps; what was imported (said, without
+    `--json`)."""
+    records = prepared["records"]
+    name, key = args.run or _default_name(path), f"import-{digest}"
+    if panel_run is not None:  # one of a W&B panel's runs: its own name and key
+        name = f"{args.run} - {panel_run}" if args.run else panel_run
+        key = f"{key}-{hashlib.sha256(panel_run.encode()).hexdigest()[:12]}"
+    body = {"project": args.project, "name": name, "run_key": key, "config": prepared["config"],
             "hyperparameters": prepared["hyperparameters"]}  # fmt: skip
     if args.team:
         body["team"] = args.team
@@ -100,37 +114,66 @@ def run(args: argparse.Namespace) -> int:
     out = {"id": run_obj["id"], "name": run_obj["name"], "format": prepared["format"],
            "steps": len(records), "inserted": inserted, "duplicates": duplicates,
            "roles": prepared["roles"], "hyperparameters": prepared["hyperparameters"]}  # fmt: skip
-    if args.json:
-        print_json(out)
-    else:
+    if not args.json:
         roles = ", ".join(f"{r}={k}" for r, k in prepared["roles"].items()) or "none"
         print(f"imported {len(records)} steps ({inserted} new values, {duplicates} already there) "
               f"from a {prepared['format']} log into run {out['id']} {out['name']!r}; "
               f"series recognised: {roles}")  # fmt: skip
-    return 0
+    return out
+
+
+def prepare_all(
+    path: Path,
+    fmt: str | None,
+    hyper_arg: str | None,
+    metric: str | None = None,
+    eval_metric: str | None = None,
+) -> list[tuple[str | None, dict[str, Any]]]:
+    """`prepare` for each run the file holds: one, or each run of a W&B panel export (its
+    `<run> - <key>` columns; `--metric`/`--eval-metric` then name a key of each run, without
+    the prefix), paired with the panel run's name (None for a file of one run). Every part is
+    checked before anything is sent."""
+    data = _read(path, fmt)
+    if not data.panel_runs:
+        return [(None, prepare(path, fmt, hyper_arg, metric, eval_metric, data=data))]
+    print(f"grposcope: {path} is a W&B panel of {len(data.panel_runs)} runs: each is imported "
+          "as a run of its own", file=sys.stderr)  # fmt: skip
+    return [(name, prepare(path, fmt, hyper_arg, metric, eval_metric, data=data.panel_run(name)))
+            for name in data.panel_runs]  # fmt: skip
+
+
+def _read(path: Path, fmt: str | None) -> Any:
+    """The log as read (`grposcope_trainer.logs.LogData`), or a CliError saying why not."""
+    from grposcope_trainer.logs import LogFormatError, read_log
+
+    try:
+        return read_log(path, fmt)
+    except FileNotFoundError:
+        raise CliError(f"no such file: {path}") from None
+    except (LogFormatError, UnicodeError, OSError) as exc:
+        raise CliError(str(exc)) from None
 
 
 def prepare(path: Path, fmt: str | None, hyper_arg: str | None, metric: str | None = None,
-            eval_metric: str | None = None) -> dict[str, Any]:  # fmt: skip
+            eval_metric: str | None = None, data: Any = None) -> dict[str, Any]:  # fmt: skip
     """Everything to send, checked as a whole (CliError on the first problem, before any
     request): the ingest records, the hyperparameters, the config and the recognised roles.
     ``metric``: the reward series, named (`--metric`), where the key table would guess
     another; ``eval_metric`` the same for the eval series (`--eval-metric`); the server reads
-    both from the run's config."""
+    both from the run's config. ``data``: the log already read (one run of a panel)."""
     from grposcope import series_roles
     from grposcope_trainer.config import key_problem
-    from grposcope_trainer.logs import LogFormatError, hyperparameters_arg, read_log
+    from grposcope_trainer.logs import LogFormatError, hyperparameters_arg
 
     try:
         given = hyperparameters_arg(hyper_arg)
     except ValueError as exc:
         raise CliError(str(exc)) from None
+    if data is None:
+        data = _read(path, fmt)
     try:
-        data = read_log(path, fmt)
         by_step = data.steps()
-    except FileNotFoundError:
-        raise CliError(f"no such file: {path}") from None
-    except (LogFormatError, UnicodeError, OSError) as exc:
+    except LogFormatError as exc:
         raise CliError(str(exc)) from None
     if not by_step:
         raise CliError(f"{path} holds no metric values")

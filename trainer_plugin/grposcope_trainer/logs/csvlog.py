@@ -14,7 +14,9 @@ What people hand over as "a CSV of the run" comes from many tools, so the reader
   file's stem; the wall time becomes the step's wall time.
 - W&B's panel "Export CSV" (`"Step","<run> - train/reward","<run> - train/reward__MIN",…`):
   the run-name prefix all value columns share is removed (`train/reward`,
-  `train/reward__MIN`); the `__MIN`/`__MAX` columns stay under their own names.
+  `train/reward__MIN`); the `__MIN`/`__MAX` columns stay under their own names. A panel of
+  several runs keeps the full names and lists its runs (`LogData.panel_runs`; one of them:
+  `LogData.panel_run`).
 - transformers' notebook progress table, copied to a CSV (`Step,Training Loss,reward,…,
   rewards / correctness_reward_func`): it prints a logged `rewards/fn` as `rewards / fn`, and
   the column is read under the logged name (where no other column has it).
@@ -34,12 +36,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from grposcope_trainer.logs.data import STEP_KEYS, LogData, LogFormatError
+from grposcope_trainer.logs.data import PANEL_SEPARATOR, STEP_KEYS, LogData, LogFormatError
 
 DELIMITERS = (",", ";", "\t")
 _TB_HEADER = ["wall time", "step", "value"]
 _TB_FILE_TAG = re.compile(r"-tag-(.+)$")  # TensorBoard names downloads run-<run>-tag-<tag>
-_WANDB_RUN_PREFIX = " - "
 
 
 @dataclass
@@ -49,6 +50,7 @@ class Header:
     step_index: int
     metrics: dict[int, str]  # column index -> metric name
     wall_time_index: int | None = None
+    panel_runs: tuple[str, ...] = ()  # a W&B panel export's runs, when it has several
 
 
 def read_csv(text: str, where: str) -> LogData:
@@ -68,6 +70,7 @@ def read_csv(text: str, where: str) -> LogData:
         if header is None or _is_header_again(cells, header):
             header = _header(cells, where)
             columns = _union(columns, header)
+            out.panel_runs += [r for r in header.panel_runs if r not in out.panel_runs]
             continue
         why = _read_row(cells, header, delimiter, out)
         if why is None:
@@ -136,7 +139,10 @@ def _header(cells: list[str], where: str) -> Header:
         return Header(i_step, {2: tensorboard_series_name(where)}, wall_time_index=0)
     steps = {k.lower() for k in STEP_KEYS}
     metrics = {i: n for i, n in enumerate(names) if n and n.lower() not in steps}
-    return Header(i_step, _logged_names(_without_run_prefix(metrics)))
+    runs = _panel_runs(metrics)
+    if len(runs) == 1:
+        metrics = {i: n.split(PANEL_SEPARATOR, 1)[1] for i, n in metrics.items()}
+    return Header(i_step, _logged_names(metrics), panel_runs=runs if len(runs) > 1 else ())
 
 
 _SPACED_SLASH = re.compile(r"\s+/\s+")
@@ -165,12 +171,12 @@ def tensorboard_series_name(where: str) -> str:
     return (tag.group(1) if tag else stem) or "value"
 
 
-def _without_run_prefix(metrics: dict[int, str]) -> dict[int, str]:
-    """W&B panel exports name each column `<run> - <key>`: with one run, the key alone."""
-    prefixes = {n.split(_WANDB_RUN_PREFIX, 1)[0] for n in metrics.values()}
-    if len(prefixes) != 1 or not all(_WANDB_RUN_PREFIX in n for n in metrics.values()):
-        return metrics
-    return {i: n.split(_WANDB_RUN_PREFIX, 1)[1] for i, n in metrics.items()}
+def _panel_runs(metrics: dict[int, str]) -> tuple[str, ...]:
+    """The runs of a W&B panel export, in column order: its columns are all `<run> - <key>`
+    (with one run, the key alone is read; with several, each run is one of the file's)."""
+    if not metrics or not all(PANEL_SEPARATOR in n for n in metrics.values()):
+        return ()
+    return tuple(dict.fromkeys(n.split(PANEL_SEPARATOR, 1)[0] for n in metrics.values()))
 
 
 def _is_header_again(cells: list[str], header: Header) -> bool:

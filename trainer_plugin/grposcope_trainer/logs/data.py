@@ -27,6 +27,9 @@ PROGRESS_KEY = "global_step/max_steps"
 _PROGRESS = re.compile(r"\s*(\d+)\s*/\s*(\d+)\s*")
 
 
+# How a W&B panel export names a run's column: `<run> - <key>` (`LogData.panel_run`).
+PANEL_SEPARATOR = " - "
+
 # Values a key logs past its first step before its step going back to the start reads as
 # another run (`LogData.keep_last_run`): fewer are rows out of order, averaged as duplicates.
 _RUN_POINTS = 3
@@ -74,6 +77,8 @@ class LogData:
     before_zero: int = 0  # values logged at a step below 0, left out
     earlier_runs: int = 0  # runs the file holds before its last one (`keep_last_run`)
     earlier_values: int = 0  # their values, left out
+    # A W&B panel export of several runs (`<run> - <key>` columns): its runs in column order.
+    panel_runs: list[str] = field(default_factory=list)
 
     def add(self, step: float, key: str, value: float) -> None:
         """One value; one logged before step 0 (a baseline eval at step -1) is left out and
@@ -105,6 +110,23 @@ class LogData:
             self.earlier_values += len(self.rows) - len(kept)
             self.rows = kept
         return self
+
+    def panel_run(self, name: str) -> LogData:
+        """One run of a W&B panel export (`panel_runs`), under its own keys: its columns'
+        rows with the `<run> - ` prefix removed. A panel compares runs, and read as one run
+        its series were one run's to the key table, which took one run's reward for the
+        file's without a word (a two-run panel, session 37)."""
+        prefix = f"{name}{PANEL_SEPARATOR}"
+        if name not in self.panel_runs:
+            runs = ", ".join(self.panel_runs)
+            raise LogFormatError(f"no run {name!r} in the panel (runs: {runs})")
+        part = LogData(self.fmt, hyperparameters=dict(self.hyperparameters),
+                       config=dict(self.config), wall_times=dict(self.wall_times))  # fmt: skip
+        part.rows = [(s, k[len(prefix) :], v) for s, k, v in self.rows if k.startswith(prefix)]
+        if "columns" in self.config:
+            part.config["columns"] = [c[len(prefix) :] for c in self.config["columns"]
+                                      if c.startswith(prefix)]  # fmt: skip
+        return part
 
     def skip(self, line_no: int, why: str) -> None:
         """Leave out one unreadable row: a live log's half-written last line, a config or
