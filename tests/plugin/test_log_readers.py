@@ -3,6 +3,7 @@ error for each kind of broken file, and the incremental readers `follow` uses.""
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import shutil
@@ -244,6 +245,37 @@ def test_a_saved_log_history_list_reads_as_a_trainer_state(tmp_path: Path) -> No
     assert data.steps() == {1: {"loss": 0.0, "reward": 0.5}, 2: {"reward": 0.75, "kl": 0.01}}
     path.write_text("[1, 2, 3]")
     with pytest.raises(LogFormatError, match="holds no log_history entry"):
+        read_log(path)
+
+
+def test_a_loop_s_dict_of_per_step_lists_reads_each_list_at_its_steps(tmp_path: Path) -> None:
+    """A hand-written loop's `json.dump({"rewards_avg": [...], "kl_avg": [...]}, f)` (session
+    37: four runs of one such loop were refused, "no 'log_history' list"): the k-th value is
+    step k, or the object's own step list says; a list of another length (an eval every few
+    steps) cannot be placed and is left out, said; a null is a step without that value."""
+    path = tmp_path / "history.json"
+    path.write_text(
+        json.dumps(
+            {
+                "rewards_avg": [0.1, 0.2, None, 0.4],
+                "kl_avg": [0, 1, 2, 3],
+                "val_acc": [0.5, 0.6],
+                "note": "lr 1e-6",
+                "tags": ["a", "b"],
+            }
+        )
+    )
+    data = read_log(path)
+    assert data.fmt == "trainer_state"
+    assert data.steps() == {1: {"rewards_avg": 0.1, "kl_avg": 0.0},
+                            2: {"rewards_avg": 0.2, "kl_avg": 1.0}, 3: {"kl_avg": 2.0},
+                            4: {"rewards_avg": 0.4, "kl_avg": 3.0}}  # fmt: skip
+    assert data.skipped_note() == ("skipped 1 unreadable row (first: 'val_acc' has 2 values for "
+                                   "4 steps: its steps cannot be told)")  # fmt: skip
+    path.write_text(json.dumps({"iteration": [0, 10, 20], "reward": [0.1, 0.2, 0.3]}))
+    assert read_log(path).steps() == {0: {"reward": 0.1}, 10: {"reward": 0.2}, 20: {"reward": 0.3}}
+    path.write_text(json.dumps({"config": {"lr": 1e-6}, "names": ["a"]}))
+    with pytest.raises(LogFormatError, match="nor per-step lists of numbers"):
         read_log(path)
 
 

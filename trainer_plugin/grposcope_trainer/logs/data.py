@@ -73,7 +73,8 @@ class LogData:
     config: dict[str, Any] = field(default_factory=dict)  # e.g. max_steps, the source's own
     wall_times: dict[int, float] = field(default_factory=dict)  # when a step was written
     skipped: int = 0  # rows (lines) that could not be read and were left out
-    first_skipped: tuple[int, str] | None = None  # (line number, why) of the first of them
+    # (line number, why) of the first of them; no line number for a part of a JSON object
+    first_skipped: tuple[int | None, str] | None = None
     before_zero: int = 0  # values logged at a step below 0, left out
     earlier_runs: int = 0  # runs the file holds before its last one (`keep_last_run`)
     earlier_values: int = 0  # their values, left out
@@ -128,7 +129,7 @@ class LogData:
                                       if c.startswith(prefix)]  # fmt: skip
         return part
 
-    def skip(self, line_no: int, why: str) -> None:
+    def skip(self, line_no: int | None, why: str) -> None:
         """Leave out one unreadable row: a live log's half-written last line, a config or
         summary line without a step, a resumed run's junk. Counted, so the CLIs can say so
         instead of either failing the whole file or hiding the loss."""
@@ -143,7 +144,8 @@ class LogData:
         if self.skipped and self.first_skipped is not None:
             line_no, why = self.first_skipped
             rows = "row" if self.skipped == 1 else "rows"
-            notes.append(f"skipped {self.skipped} unreadable {rows} (first: line {line_no}: {why})")
+            at = "" if line_no is None else f"line {line_no}: "
+            notes.append(f"skipped {self.skipped} unreadable {rows} (first: {at}{why})")
         if self.before_zero:
             values = "value" if self.before_zero == 1 else "values"
             notes.append(f"left out {self.before_zero} {values} logged before step 0 (steps "
@@ -161,7 +163,8 @@ class LogData:
             return LogFormatError(f"{where} holds no {what}")
         line_no, why = self.first_skipped
         return LogFormatError(
-            f"{where}:{line_no}: {why}; no {what} in the file could be read "
+            f"{where}{'' if line_no is None else f':{line_no}'}: {why}; no {what} in the file "
+            "could be read "
             f"({self.skipped} unreadable)"
         )
 

@@ -5,7 +5,8 @@
 - A Hugging Face `trainer_state.json`: its `log_history` is a list of dicts with `step`;
   numeric entries become metrics (booleans and strings are not). `max_steps` goes to config.
   A JSON file holding only that list (a script's `json.dump(trainer.state.log_history, f)`)
-  is read the same way.
+  is read the same way, and so is a JSON object of per-step lists, as hand-written loops save
+  their history (`json.dump({"rewards_avg": [...], "kl_avg": [...]}, f)`: `read_columns`).
 - JSON lines: one object per line with a step (`step`, `global_step`, `train/global_step`,
   `_step` as W&B exports it, or `iteration`; a numeric string such as `"12"` counts; or, with
   none of these, ms-swift's progress `"global_step/max_steps": "12/500"`, whose total becomes
@@ -56,8 +57,11 @@ def read_trainer_state(text: str, where: str) -> LogData:
     # ...or the list itself, as scripts save it (`json.dump(trainer.state.log_history, f)`:
     # a TRL run's only log was such a file, refused as "no 'log_history'", harvest70)
     history = state.get("log_history") if isinstance(state, dict) else state
+    if isinstance(state, dict) and history is None and _step_lists(state):
+        return read_columns(state, where)
     if not isinstance(history, list):
-        raise LogFormatError(f"{where} has no 'log_history' list (not a trainer_state.json?)")
+        raise LogFormatError(f"{where} has no 'log_history' list (not a trainer_state.json?) "
+                             "nor per-step lists of numbers")  # fmt: skip
     out = LogData("trainer_state")
     for entry in history:
         if not isinstance(entry, dict) or number(entry.get("step")) is None:
@@ -74,6 +78,42 @@ def read_trainer_state(text: str, where: str) -> LogData:
     max_steps = state.get("max_steps")
     if isinstance(max_steps, int) and not isinstance(max_steps, bool) and max_steps > 0:
         out.config["max_steps"] = max_steps
+    return out
+
+
+def _step_lists(state: dict[str, Any]) -> dict[str, list[Any]]:
+    """The object's lists of numbers (nulls allowed: a step without that value)."""
+    return {k: v for k, v in state.items() if isinstance(v, list) and v
+            and all(x is None or number(x) is not None for x in v)
+            and any(x is not None for x in v)}  # fmt: skip
+
+
+def read_columns(state: dict[str, Any], where: str) -> LogData:
+    """A JSON object of per-step lists (`{"rewards_avg": [0.3, 0.35, …], "kl_avg": […]}`), as
+    a hand-written loop dumps its history: four runs of one such loop were refused as having
+    no `log_history` (session 37). The steps are a step list's (`step`, `global_step`, …)
+    where the object has one, else the k-th value is step k, as a trainer counts its
+    optimizer steps from 1. A list of another length (an eval every 10 steps) cannot be placed
+    on those steps: it is left out and counted (`LogData.skipped_note`)."""
+    lists = _step_lists(state)
+    lowered = {k.lower(): k for k in lists}
+    step_key = next((lowered[k] for k in STEP_KEYS if k in lowered), None)
+    if step_key is not None:
+        steps = [step_number(x) for x in lists.pop(step_key)]
+    else:
+        steps = [float(k) for k in range(1, max(len(v) for v in lists.values()) + 1)]
+    out = LogData("trainer_state")
+    for key, values in lists.items():
+        if len(values) != len(steps):
+            out.skip(None, f"{key!r} has {len(values)} values for {len(steps)} steps: its steps "
+                        "cannot be told")  # fmt: skip
+            continue
+        for step, value in zip(steps, values, strict=True):
+            got = number(value)
+            if step is not None and got is not None:
+                out.add(step, key, got)
+    if not out.rows:
+        raise out.nothing_readable(where, "per-step list as long as the steps")
     return out
 
 
