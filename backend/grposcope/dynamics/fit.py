@@ -58,7 +58,6 @@ from grposcope.dynamics.smoothing import (
     prepare,
     r_squared,
     robust_noise,
-    smoothed_level,
     smoothing_width,
     step_spacing,
     variance_inflation,
@@ -366,7 +365,6 @@ def fit_series(
     k = max(3, int(round(RECENT_FRACTION * n)))
     ok = sol.success and cov is not None
     noise = _noise(series, osc, len(sol.theta), sampling) if sampling is not None else None
-    level, alpha = smoothed_level(series.values)
     result = FitResult(
         status="ok" if ok else "not_converged",
         success=ok,
@@ -394,8 +392,6 @@ def fit_series(
         step_spacing=step_spacing(series.steps),
         noise=noise,
         long_level=float(np.mean(series.values[-max(3, int(round(LONG_FRACTION * n))) :])),
-        smoothed_level=level,
-        smoothing_alpha=alpha,
         bounds=bounds,
         total_steps=horizon if horizon is not None and horizon >= series.steps[-1] else None,
         cold_points=seed.cold_points if seed is not None else n,

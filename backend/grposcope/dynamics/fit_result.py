@@ -119,8 +119,8 @@ class Prediction:
     method: str = "mix"
     stage: str = "settled"  # rising | settled: which set of weights the mix used
     progress: float | None = None  # last step / planned last step; None: total unknown
-    # The level the mix is anchored on: "recent_level" (persistence), or "smoothed_level" in
-    # the last third of a planned run (fit_priors.ANCHOR_BY_THIRD); and its value.
+    # The level the mix is anchored on, "recent_level" (persistence), and its value; snapshots
+    # of sessions 24-36 may say "smoothed_level" (the last third's anchor then).
     anchor: str = "recent_level"
     anchor_level: float = float("nan")
     # The single exponential's verdict beside `stage` (the oscillator's): the weights are those
@@ -271,10 +271,6 @@ class FitResult:
     step_spacing: float = 1.0
     noise: NoiseSplit | None = None  # sampling vs dynamical split (fit_series(sampling=...))
     long_level: float = float("nan")  # mean of the last 30 % of points (the mix's long level)
-    # Exponentially smoothed level after the last point and its smoothing constant
-    # (`smoothing.smoothed_level`): the forecast's anchor in the last third of a planned run.
-    smoothed_level: float = float("nan")
-    smoothing_alpha: float = float("nan")
     bounds: tuple[float, float] | None = None  # known range of the metric (a 0/1 rate), or None
     total_steps: float | None = None  # the planned last step (fit_series' horizon), if known
     # Points of the cold fit (grid search) this fit's warm chain started from: n_points for a

@@ -1,8 +1,7 @@
 """Forecasts from a fit: the mean metric over a future window, the plateau's arrival, compute.
 
 A forecast is a combination of the curves grposcope knows, anchored on persistence (the mean
-of the last 10 % of points, the "recent level"), or in the last third of a planned run on the
-exponentially smoothed level (`fit_priors.ANCHOR_BY_THIRD`):
+of the last 10 % of points, the "recent level"):
 
     mean = anchor + Σ wᵢ · (candidateᵢ − anchor)
 
@@ -42,7 +41,6 @@ from scipy import stats
 
 from grposcope.dynamics import fit_core as core
 from grposcope.dynamics.fit_priors import (
-    ANCHOR_BY_THIRD,
     EXPONENTIAL_CANDIDATES,
     KAPPA,
     MIX_WEIGHTS,
@@ -155,13 +153,10 @@ def progress_scale(result: FitResult) -> float:
 
 
 def anchor(result: FitResult) -> tuple[str, float]:
-    """(name, value) of the level the mix is anchored on (`fit_priors.ANCHOR_BY_THIRD`):
-    persistence, or in the last third of a planned run the exponentially smoothed level;
-    persistence wherever the reward is held at one value (`method`)."""
-    third = _third(result)
-    name = "recent_level" if third is None or result.recent_held else ANCHOR_BY_THIRD[third]
-    if name == "smoothed_level" and math.isfinite(result.smoothed_level):
-        return name, result.smoothed_level
+    """(name, value) of the level the mix is anchored on: persistence, the recent level.
+    (From session 24 to 36 the last third of a planned run was anchored on an exponentially
+    smoothed level, "smoothed_level", which lost on the unseen sets scored since:
+    `fit_priors.PROGRESS_SCALE`.)"""
     return "recent_level", result.recent_level
 
 
@@ -223,14 +218,12 @@ def _mix(
     else:
         var_osc = np.full(steps.size, 0.0 if w_osc == 0 else np.inf)
         var_curve = np.full(steps.size, 0.0 if w_curve == 0 else np.inf)
-    # The change candidates are the recent level plus the curve's change from the recent
-    # window, whatever the anchor (with the smoothed anchor, `recent − level` shifts them back).
-    shift = result.recent_level - level
-    mean = level + w_osc * (shift + d_osc) + w_curve * (curve[nr:] - level)
+    # The change candidates are the recent level plus the curve's change from the recent window.
+    mean = level + w_osc * d_osc + w_curve * (curve[nr:] - level)
     w_exp, w_exp_curve = w.get("exponential", 0.0), w.get("exponential_curve", 0.0)
     if w_exp or w_exp_curve:
         exp_curve = _exponential(result, np.concatenate([recent, steps]))
-        mean = mean + w_exp * (shift + exp_curve[nr:] - np.mean(exp_curve[:nr]))
+        mean = mean + w_exp * (exp_curve[nr:] - np.mean(exp_curve[:nr]))
         mean = mean + w_exp_curve * (exp_curve[nr:] - level)
     if w.get("long_level", 0.0):
         mean = mean + w["long_level"] * (result.long_level - level)
@@ -250,13 +243,9 @@ def shrink_of(result: FitResult) -> float:
     return 1.0 if result.skill is None else result.skill.shrink
 
 
-def _anchor_variance(result: FitResult, name: str) -> float:
-    """Variance of the anchor level `name` from the noise: a mean of the last n_recent points,
-    or an exponential smoothing with constant α (α / (2 − α) of a point's)."""
+def _anchor_variance(result: FitResult) -> float:
+    """Variance of the anchor level from the noise: a mean of the last n_recent points."""
     var = result.noise_sd**2 * variance_inflation(result.autocorrelation)
-    if name == "smoothed_level":
-        a = result.smoothing_alpha
-        return var * a / (2.0 - a)
     return var / max(result.n_recent, 1)
 
 
@@ -294,7 +283,7 @@ def predict_window(result: FitResult, start: float, end: float) -> Prediction:
     mean = float(np.mean(means))
     var_obs = result.noise_sd**2 * variance_inflation(result.autocorrelation) / n_window
     var_drift = _drift_sd(result, 0.5 * (start + end)) ** 2
-    var = _anchor_variance(result, name) + var_obs + var_drift + float(np.mean(var_params))
+    var = _anchor_variance(result) + var_obs + var_drift + float(np.mean(var_params))
     half = quantile(result) * math.sqrt(var) if math.isfinite(var) else float("inf")
     lo, hi = _clip(result, mean - half, mean + half)
     weights = tuple(sorted(_weights(result).items()))
@@ -335,9 +324,9 @@ def _anchored(
     result: FitResult, steps: np.ndarray, drift: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """``predict_window``'s mean and sd for one-step windows at `steps` (no per-step noise)."""
-    name, level = anchor(result)
+    _, level = anchor(result)
     mean, var_params, _ = _mix(result, steps, level)
-    return mean, np.sqrt(_anchor_variance(result, name) + var_params + drift**2)
+    return mean, np.sqrt(_anchor_variance(result) + var_params + drift**2)
 
 
 def steps_to_plateau(result: FitResult) -> float | None:

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.signal import lfilter
 
 Array = NDArray[np.float64]
 
@@ -125,44 +124,6 @@ def robust_noise(values: Array) -> float:
     if sigma <= 0:  # quantised rewards can have MAD 0: fall back to the plain std of Δy
         sigma = float(np.std(d)) / math.sqrt(2.0)
     return sigma
-
-
-# Smoothing constants tried by `smoothed_level` (geometric, 0.003 … 1: effective windows of
-# about 660 points down to the last point alone), and the points it reads: at α = 0.003 a
-# point 4,000 back weighs 6e-6 of the newest, so older points cannot change the level.
-SMOOTHING_ALPHAS = np.geomspace(0.003, 1.0, 40)
-_LEVEL_POINTS = 4000
-
-
-def smoothed_level(values: Array) -> tuple[float, float]:
-    """(level, α): the exponentially smoothed level after the last point, with the smoothing
-    constant α that minimises the one-step-ahead squared error over the points (the first
-    min(n/5, 10) errors, which still remember the start, left out).
-
-    Why: a fixed window (persistence's last 10 % of points) lags a level that still wanders and
-    is noisier than needed where it does not. Choosing α by one-step errors is the
-    maximum-likelihood level of a random walk seen through noise (the local-level model), so
-    the run's own noise and drift set how much of its past the level averages.
-
-    The level returned weighs each point by (1 − α)^age over the sum of those weights. α is
-    chosen with the filter started at the first point, whose level keeps (1 − α)^(n − 1) of
-    that point: on a short flat run, where a small α wins, most of it — 0.77 and 0.91 on a
-    corpus run and an unseen Tinker run cut at 70 % (session 26), so the anchor of the last
-    third's forecast was one noisy point. Normalised, a small α averages the whole run instead.
-    """
-    v = np.asarray(values, dtype=float)[-_LEVEL_POINTS:]
-    if v.size < 3:
-        return (float(np.mean(v)) if v.size else float("nan")), 1.0
-    burn = min((v.size - 1) // 5, 10)
-    best = (math.inf, 1.0)
-    for a in SMOOTHING_ALPHAS:
-        level = lfilter([a], [1.0, a - 1.0], v, zi=[(1.0 - a) * v[0]])[0]
-        err = float(np.mean((v[1 + burn :] - level[burn:-1]) ** 2))
-        if err < best[0]:
-            best = (err, float(a))
-    alpha = best[1]
-    weights = (1.0 - alpha) ** np.arange(v.size - 1, -1, -1, dtype=float)
-    return float(np.dot(weights, v) / weights.sum()), alpha
 
 
 def smoothing_width(n: int) -> int:

@@ -106,7 +106,8 @@ class PredictionPart(_Part):
     recent_level: float | None = None
     anchor: str | None = Field(
         default=None,
-        description="recent_level | smoothed_level: the level the mix is anchored on",
+        description="recent_level: the level the mix is anchored on (smoothed_level in "
+        "snapshots made before session 37, in the last third of a planned run)",
     )
     anchor_level: float | None = None
     weights: dict[str, float | None] = Field(default_factory=dict)
