@@ -1,5 +1,5 @@
 """The alert targets on runs the rules were not developed on: every log folder under
-../shared/data/harvest*/ (collected 2026-12-04 to 2026-12-07; docs/alerts.md "Runs nobody
+../shared/data/harvest*/ (collected from 2026-12-04 on; docs/alerts.md "Runs nobody
 tuned on"; a folder may be gone from a later machine, and one re-collected), labelled by
 `bench/corpus.py` or by the folder's labels.csv. Runs when they are there.
 Some rules were changed for runs of these sets (the docs name each change and its run), so
@@ -103,6 +103,17 @@ KNOWN_UNFLAGGED = {
     # steps 0-13, 0.136 over 14-19, -0.001 over 20-29. The high is 2.9 s.e. above the start
     # (under the 3 a gain must pass to be lost) and the end 1.9 s.e. below it: no rule's bar.
     "dphuang2_qwen3_4b_countdown_v2_tinker_iter17_opd_then_rl",
+    # harvest117 (session 37): a verl SWE run on an exploitable verifier whose proxy reward
+    # rose 0.25 -> 1.05 while its hack rate went 0 -> 0.9; the hack rate is another export,
+    # not in the file: the log holds no series that says the reward is gamed.
+    "thuaislab_catch_qwen3_4b_swe_rewardhack_threshold_3runs_proxyreward",
+    # harvest116 (session 37): two runs of a from-scratch loop labelled failing for their
+    # KL's single-step spikes (57, 188, 2,072 at steps 191-197; 6,022 at 297 of 299), which
+    # their author then fixed; the reward held at 0.7-0.75 to the end. The KL rule reads its
+    # trailing median (1.0 and 1.4 at the end): a one-step spike is no blow-up, and a healthy
+    # corpus run (feeyan's PokerBench) logged one of 2.4e7.
+    "yuxuanwang2009_rl_grpo_qwen25_05b_arith_g8_199step_beta008_klblowup",
+    "yuxuanwang2009_rl_grpo_qwen25_05b_arith_g8_299step_inner5_klblowup",
 }
 # Stops followed by a gain of 0.5 run-σ or more that the data up to the opening did not show,
 # each reported in docs/alerts.md, kept here as KNOWN_LATE is (the test fails once the stop no
@@ -146,6 +157,12 @@ KNOWN_LATE_GAINS = {
     # 75, dipped to -1.3 by 95 and was halfway back (-0.6) at 119 when the fitted plateau,
     # fitted through the dip (p* -0.64, slope t 0.35), opened; it went on to 0.2-0.6: +0.82 run-σ.
     ("raghuhemadri_qwen3-8b_watchdog-flag-pass_grpo-lora_unwrapped", 119),
+    # harvest116 (session 37): two runs of a from-scratch arithmetic loop (run-σ 0.054 and
+    # 0.07) that rose 0.58 -> 0.67 by step 50-80 and sat there (10-step means 0.66-0.69,
+    # slope t -0.83 and -0.09 at the openings), then crept to 0.71-0.75 over their last 20 %:
+    # +0.73 and +0.82 run-σ, four hundredths of reward, after the fitted plateau's stops.
+    ("yuxuanwang2009_rl_grpo_qwen25_05b_arith_g8_199step_beta008_klblowup", 119),
+    ("yuxuanwang2009_rl_grpo_qwen25_05b_arith_g8_299step_inner5_klblowup", 164),
 }
 # Runs labelled healthy whose advantage_degeneracy critical is their diagnosis, each reported
 # in docs/alerts.md (the test fails on any other critical on a run that did not fail).
@@ -154,6 +171,14 @@ DIAGNOSED = {
     # answer alike: reward_std 0 on 695 of 700 steps (all from 124 on), so the GRPO advantage
     # is 0 and the run, near its accuracy ceiling from its first steps, gets no signal.
     ("ahmedrafid3s5_qwen3vl_8b_polimeme_G2_gspo_balancedreward_700steps", "advantage_degeneracy"),
+    # harvest115 (session 37): a DAPO OpenR1-Math notebook run labelled healthy for its total
+    # (-6.2 -> 0, format learned), with its collector's note, written before any tool ran,
+    # that its correctness function fell -2.05 -> -4.47 (always answering, always wrong): the
+    # critical is that function's fall to its floor (-4.5 held for 10 points, slope t -7.2).
+    (
+        "dzungphieuluuky_toolformer_qwen3-1.7b-base_openr1math_dapo_G8_lr1e-5_500steps",
+        "dynamical_instability",
+    ),
 }
 # The fewest points before a fall for the reward rules to have a level it fell from: the
 # collapse's early form's shortest reference (8, the full form's, until 2026-12-06).
