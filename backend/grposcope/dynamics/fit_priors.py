@@ -134,10 +134,10 @@ PROGRESS_EDGES = (1.0 / 3.0, 2.0 / 3.0)
 # factor 0, which won on the corpus held out (0.86 × persistence at the 70 % cut) and at that
 # cut lost on every unseen set scored since to the recent level's anchor, on five of them to
 # persistence itself (1.09-1.63 ×: on short or autocorrelated logs the chosen α tracked the
-# last few points' noise). Anchored
-# on persistence like the other thirds, the corpus's leave-one-family-out learner chose 0.5
-# (0.25-0.5 per family); the 70 % cut is then 0.96 × persistence on the corpus and 0.81 × on
-# the 26 runs of harvest113-117 (docs/dynamics-fit.md, "The last third on persistence").
+# last few points' noise). Anchored on persistence like the other thirds, the corpus's
+# leave-one-family-out learner chose 0.5 (0.25-0.5 per family); the 70 % cut is then 0.96 ×
+# persistence on the corpus and 0.81 × on the 26 runs of harvest113-117 (docs/dynamics-fit.md,
+# "The last third on persistence").
 PROGRESS_SCALE = (1.0, 1.0, 0.5)
 # The candidates that need a fitted curve (the others are levels of the data itself), each
 # gated by its own fit: an oscillator that did not converge takes out only its own two (it
