@@ -290,6 +290,9 @@ def test_a_wandb_panel_of_several_runs_imports_as_a_run_each(server, tmp_path: P
     assert [g["inserted"] for g in again] == [0, 0]
     named = _imported(path, env, "--project", "panel-named", "--run", "sweep")
     assert [g["name"] for g in named] == ["sweep - lr1e-6", "sweep - lr2e-5"]
+    bad = cli("import", str(path), "--project", "panel", "--metric", "lr2e-5 - train/reward",
+              env=env)  # fmt: skip
+    assert bad.returncode == 2 and "without its '<run> - ' prefix ('train/reward'" in bad.stderr
 
 
 def test_import_eval_metric_names_the_held_out_series(server, tmp_path: Path) -> None:

@@ -133,9 +133,18 @@ def prepare_all(
     `<run> - <key>` columns; `--metric`/`--eval-metric` then name a key of each run, without
     the prefix), paired with the panel run's name (None for a file of one run). Every part is
     checked before anything is sent."""
+    from grposcope_trainer.logs.data import PANEL_SEPARATOR as SEP
+
     data = _read(path, fmt)
     if not data.panel_runs:
         return [(None, prepare(path, fmt, hyper_arg, metric, eval_metric, data=data))]
+    for named in (metric, eval_metric):
+        prefixes = [f"{r}{SEP}" for r in data.panel_runs]
+        prefix = next((p for p in prefixes if (named or "").startswith(p)), None)
+        if named and prefix:
+            raise CliError(f"{path} is a W&B panel of {len(data.panel_runs)} runs, each imported "
+                           f"as a run: name a key of each run without its '<run>{SEP}' prefix "
+                           f"({named[len(prefix) :]!r}, not {named!r})")  # fmt: skip
     print(f"grposcope: {path} is a W&B panel of {len(data.panel_runs)} runs: each is imported "
           "as a run of its own", file=sys.stderr)  # fmt: skip
     return [(name, prepare(path, fmt, hyper_arg, metric, eval_metric, data=data.panel_run(name)))
