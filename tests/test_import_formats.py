@@ -295,6 +295,33 @@ def test_a_wandb_panel_of_several_runs_imports_as_a_run_each(server, tmp_path: P
     assert bad.returncode == 2 and "without its '<run> - ' prefix ('train/reward'" in bad.stderr
 
 
+def test_a_file_holding_runs_one_after_another_imports_as_a_run_each(
+    server, tmp_path: Path
+) -> None:
+    """Tinker appends a run to `metrics.jsonl` when a log directory is reused, and an
+    ablation's runs may be appended to one CSV: the steps start again. `import` kept the last
+    run and left the others out (session 36); now each is a run ("NAME", "NAME (2)", …, as
+    `follow` names them), and importing the file again adds nothing."""
+    env, http = _client(server)
+    path = tmp_path / "metrics.jsonl"
+    first = [f'{{"step": {s}, "reward": {0.1 * s:.1f}, "kl": 0.5}}' for s in range(5)]
+    second = [f'{{"step": {s}, "reward": {0.9 - 0.1 * s:.1f}}}' for s in range(7)]
+    path.write_text("\n".join([*first, *second]) + "\n")
+    out = cli("import", str(path), "--project", "appended", "--json", env=env)
+    assert out.returncode == 0, out.stderr
+    assert "holds 2 runs one after another" in out.stderr
+    got = json.loads(out.stdout)
+    assert [g["name"] for g in got] == ["metrics", "metrics (2)"]
+    assert [g["steps"] for g in got] == [5, 7]
+    one, two = (_series(http, g["id"], "reward", "kl") for g in got)
+    assert one["reward"] == pytest.approx({s: 0.1 * s for s in range(5)})
+    assert one["kl"] == dict.fromkeys(range(5), 0.5) and not two.get("kl")
+    assert two["reward"] == pytest.approx({s: 0.9 - 0.1 * s for s in range(7)})
+    again = _imported(path, env, "--project", "appended")
+    assert [g["id"] for g in again] == [g["id"] for g in got]
+    assert [g["inserted"] for g in again] == [0, 0]
+
+
 def test_import_eval_metric_names_the_held_out_series(server, tmp_path: Path) -> None:
     """A Tinker reward-hacking study logs its trained proxy as `reward/mean` and its true
     correctness as `reward/f`: no eval series by name, so reward_hacking cannot judge it.

@@ -172,6 +172,11 @@ def test_a_file_holding_two_runs_is_read_as_its_last_run_and_says_so(tmp_path: P
     data = read_log(path)
     assert data.steps() == {s: {"reward": 0.1} | ({"kl": 1.0} if s < 4 else {}) for s in range(6)}
     assert data.earlier_runs == 1 and data.earlier_values == 4
+    whole = read_log(path, last_run=False)
+    assert [run.steps() for run in whole.split_runs()] == [
+        {s: {"reward": 0.9, "kl": 1.0} for s in range(4)},
+        {s: {"reward": 0.1} for s in range(6)},
+    ]  # `import` sends each
     assert data.skipped_note() == ("the steps start again once: the last of the file's 2 runs "
                                    "is read, the 4 values of the earlier left out (split the "
                                    "file to read each)")  # fmt: skip

@@ -83,12 +83,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _send(args: argparse.Namespace, client: ApiClient, path: Path, digest: str,
-          panel_run: str | None, prepared: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
+          panel_run: str | int | None, prepared: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
     """Create (or resume) one run and send its steps; what was imported (said, without
     `--json`)."""
     records = prepared["records"]
     name, key = args.run or _default_name(path), f"import-{digest}"
-    if panel_run is not None:  # one of a W&B panel's runs: its own name and key
+    if isinstance(panel_run, int):  # the k-th of the runs the file holds one after another
+        name = name if panel_run == 1 else f"{name} ({panel_run})"
+        key = f"{key}-{panel_run}"
+    elif panel_run is not None:  # one of a W&B panel's runs: its own name and key
         name = f"{args.run} - {panel_run}" if args.run else panel_run
         key = f"{key}-{hashlib.sha256(panel_run.encode()).hexdigest()[:12]}"
     body = {"project": args.project, "name": name, "run_key": key, "config": prepared["config"],
@@ -128,16 +131,24 @@ def prepare_all(
     hyper_arg: str | None,
     metric: str | None = None,
     eval_metric: str | None = None,
-) -> list[tuple[str | None, dict[str, Any]]]:
-    """`prepare` for each run the file holds: one, or each run of a W&B panel export (its
+) -> list[tuple[str | int | None, dict[str, Any]]]:
+    """`prepare` for each run the file holds: one; or each run of a W&B panel export (its
     `<run> - <key>` columns; `--metric`/`--eval-metric` then name a key of each run, without
-    the prefix), paired with the panel run's name (None for a file of one run). Every part is
-    checked before anything is sent."""
+    the prefix), paired with the panel run's name; or each of the runs a file holds one after
+    another (its steps start again: Tinker's `metrics.jsonl` in a reused directory, an
+    ablation's runs appended to one CSV), paired with its ordinal from 1 (None for a file of
+    one run). Every part is checked before anything is sent."""
     from grposcope_trainer.logs.data import PANEL_SEPARATOR as SEP
 
-    data = _read(path, fmt)
+    data = _read(path, fmt, last_run=False)
     if not data.panel_runs:
-        return [(None, prepare(path, fmt, hyper_arg, metric, eval_metric, data=data))]
+        runs = data.split_runs()
+        if len(runs) == 1:
+            return [(None, prepare(path, fmt, hyper_arg, metric, eval_metric, data=data))]
+        print(f"grposcope: {path} holds {len(runs)} runs one after another (its steps start "
+              "again): each is imported as a run of its own", file=sys.stderr)  # fmt: skip
+        return [(k, prepare(path, fmt, hyper_arg, metric, eval_metric, data=run))
+                for k, run in enumerate(runs, start=1)]  # fmt: skip
     for named in (metric, eval_metric):
         prefixes = [f"{r}{SEP}" for r in data.panel_runs]
         prefix = next((p for p in prefixes if (named or "").startswith(p)), None)
@@ -147,16 +158,18 @@ def prepare_all(
                            f"({named[len(prefix) :]!r}, not {named!r})")  # fmt: skip
     print(f"grposcope: {path} is a W&B panel of {len(data.panel_runs)} runs: each is imported "
           "as a run of its own", file=sys.stderr)  # fmt: skip
-    return [(name, prepare(path, fmt, hyper_arg, metric, eval_metric, data=data.panel_run(name)))
+    return [(name, prepare(path, fmt, hyper_arg, metric, eval_metric,
+                           data=data.panel_run(name).keep_last_run()))
             for name in data.panel_runs]  # fmt: skip
 
 
-def _read(path: Path, fmt: str | None) -> Any:
-    """The log as read (`grposcope_trainer.logs.LogData`), or a CliError saying why not."""
+def _read(path: Path, fmt: str | None, last_run: bool = True) -> Any:
+    """The log as read (`grposcope_trainer.logs.LogData`; `last_run`: `read_log`'s), or a
+    CliError saying why not."""
     from grposcope_trainer.logs import LogFormatError, read_log
 
     try:
-        return read_log(path, fmt)
+        return read_log(path, fmt, last_run=last_run)
     except FileNotFoundError:
         raise CliError(f"no such file: {path}") from None
     except (LogFormatError, UnicodeError, OSError) as exc:

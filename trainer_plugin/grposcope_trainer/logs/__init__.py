@@ -160,17 +160,20 @@ def read_text(path: Path) -> str:
     return path.read_text(encoding="utf-8-sig", errors="replace")
 
 
-def read_log(path: str | Path, fmt: str | None = None) -> LogData:
+def read_log(path: str | Path, fmt: str | None = None, last_run: bool = True) -> LogData:
     """The whole log at `path`, validated: a LogFormatError names the first problem, so
     nothing is sent from a file that is bad further down. Single unreadable rows are not
-    such a problem: they are skipped and counted (`LogData.skipped_note()`)."""
+    such a problem: they are skipped and counted (`LogData.skipped_note()`). A file holding
+    several runs one after another is read as its last (`LogData.keep_last_run`), or with
+    `last_run=False` whole, for `LogData.split_runs`."""
     p = Path(path)
     if not p.exists():
         raise FileNotFoundError(f"no such file: {p}")
     fmt = fmt or detect(p)
     if fmt not in FORMATS:
         raise LogFormatError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
-    return _read(p, fmt).keep_last_run()
+    data = _read(p, fmt)
+    return data.keep_last_run() if last_run else data
 
 
 def _read(p: Path, fmt: str) -> LogData:

@@ -97,20 +97,43 @@ class LogData:
         directory is reused). Read as one run, the two runs' values were averaged step by step,
         silently (harvest105, session 36). Each key keeps its values from its last start.
         Counted, for `skipped_note`."""
-        starts = RunStarts()
-        start: dict[str, int] = {}
-        runs: dict[str, int] = {}
-        for i, (step, key, _) in enumerate(self.rows):
-            if starts.restarts(step, key):
-                runs[key] = runs.get(key, 0) + 1
-                start[key] = i
-            start.setdefault(key, i)
-        self.earlier_runs = max(runs.values(), default=0)
+        ordinals = self.run_ordinals()
+        last: dict[str, int] = {}
+        for (_, key, _), k in zip(self.rows, ordinals, strict=True):
+            last[key] = k
+        self.earlier_runs = max(last.values(), default=0)
         if self.earlier_runs:
-            kept = [row for i, row in enumerate(self.rows) if i >= start[row[1]]]
+            kept = [row for row, k in zip(self.rows, ordinals, strict=True) if k == last[row[1]]]
             self.earlier_values += len(self.rows) - len(kept)
             self.rows = kept
         return self
+
+    def run_ordinals(self) -> list[int]:
+        """For each row, which of the file's runs it belongs to (0, 1, …): how often its key
+        has started again before it (`RunStarts`). Per key, so a file whose rows go key by key
+        splits as one whose rows go step by step."""
+        starts = RunStarts()
+        runs: dict[str, int] = {}
+        out = []
+        for step, key, _ in self.rows:
+            runs[key] = runs.get(key, 0) + starts.restarts(step, key)
+            out.append(runs[key])
+        return out
+
+    def split_runs(self) -> list[LogData]:
+        """The runs a file holds one after another (`run_ordinals`), each a LogData of its
+        own: `import` sends each as a run (session 37; before, the earlier ones were left
+        out, `keep_last_run`)."""
+        ordinals = self.run_ordinals()
+        parts = [self._with_rows([]) for _ in range(max(ordinals, default=0) + 1)]
+        for row, k in zip(self.rows, ordinals, strict=True):
+            parts[k].rows.append(row)
+        return parts
+
+    def _with_rows(self, rows: list[Row]) -> LogData:
+        """A LogData of `rows` that says what this one says of its source."""
+        return LogData(self.fmt, rows=rows, hyperparameters=dict(self.hyperparameters),
+                       config=dict(self.config), wall_times=dict(self.wall_times))  # fmt: skip
 
     def panel_run(self, name: str) -> LogData:
         """One run of a W&B panel export (`panel_runs`), under its own keys: its columns'
@@ -121,9 +144,8 @@ class LogData:
         if name not in self.panel_runs:
             runs = ", ".join(self.panel_runs)
             raise LogFormatError(f"no run {name!r} in the panel (runs: {runs})")
-        part = LogData(self.fmt, hyperparameters=dict(self.hyperparameters),
-                       config=dict(self.config), wall_times=dict(self.wall_times))  # fmt: skip
-        part.rows = [(s, k[len(prefix) :], v) for s, k, v in self.rows if k.startswith(prefix)]
+        part = self._with_rows([(s, k[len(prefix) :], v) for s, k, v in self.rows
+                                if k.startswith(prefix)])  # fmt: skip
         if "columns" in self.config:
             part.config["columns"] = [c[len(prefix) :] for c in self.config["columns"]
                                       if c.startswith(prefix)]  # fmt: skip

@@ -26,7 +26,7 @@ from grposcope_trainer.logs import (
     trainer_state_file,
     verl,
 )
-from grposcope_trainer.logs.data import WANDB_STEP, LogData, LogFormatError, RunStarts
+from grposcope_trainer.logs.data import WANDB_STEP, LogData, LogFormatError
 
 logger = logging.getLogger("grposcope_trainer")
 
@@ -231,10 +231,7 @@ class WholeFileTail:
         self._config = {k: v for k, v in data.config.items() if k != "columns"}
         # a row is new by its run and (step, key): the rows of a run appended to the file
         # (a CSV a second run writes on) are new although the first run logged their steps
-        starts = RunStarts()
-        runs: dict[str, int] = {}
-        for step, key, value in data.rows:
-            run = runs[key] = runs.get(key, 0) + starts.restarts(step, key)
+        for (step, key, value), run in zip(data.rows, data.run_ordinals(), strict=True):
             if (run, step, key) not in self._seen:
                 self._seen.add((run, step, key))
                 out.add(step, key, value)
