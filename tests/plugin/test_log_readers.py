@@ -178,8 +178,8 @@ def test_a_file_holding_two_runs_is_read_as_its_last_run_and_says_so(tmp_path: P
         {s: {"reward": 0.1} for s in range(6)},
     ]  # `import` sends each
     assert data.skipped_note() == ("the steps start again once: the last of the file's 2 runs "
-                                   "is read, the 4 values of the earlier left out (split the "
-                                   "file to read each)")  # fmt: skip
+                                   "is read, the 4 values of the earlier left out "
+                                   "(`grposcope import` sends each as a run)")  # fmt: skip
     # a few rows out of order are no second run (tests/test_logfiles.py has one averaged)
     shuffled = tmp_path / "shuffled.jsonl"
     shuffled.write_text("".join(f'{{"step": {s}, "reward": 0.5}}\n' for s in (2, 3, 4, 2, 5)))

@@ -176,7 +176,8 @@ class LogData:
             n = self.earlier_runs
             notes.append(f"the steps start again {'once' if n == 1 else f'{n} times'}: the last "
                          f"of the file's {n + 1} runs is read, the {self.earlier_values} values "
-                         "of the earlier left out (split the file to read each)")  # fmt: skip
+                         "of the earlier left out (`grposcope import` sends each as a "
+                         "run)")  # fmt: skip
         return "; ".join(notes) or None
 
     def nothing_readable(self, where: str, what: str) -> LogFormatError:
