@@ -306,10 +306,11 @@ def test_a_file_holding_runs_one_after_another_imports_as_a_run_each(
     path = tmp_path / "metrics.jsonl"
     first = [f'{{"step": {s}, "reward": {0.1 * s:.1f}, "kl": 0.5}}' for s in range(5)]
     second = [f'{{"step": {s}, "reward": {0.9 - 0.1 * s:.1f}}}' for s in range(7)]
-    path.write_text("\n".join([*first, *second]) + "\n")
+    path.write_text("\n".join([*first, "not json", *second]) + "\n")
     out = cli("import", str(path), "--project", "appended", "--json", env=env)
     assert out.returncode == 0, out.stderr
     assert "holds 2 runs one after another" in out.stderr
+    assert out.stderr.count("skipped 1 unreadable row") == 1  # said once, not per run
     got = json.loads(out.stdout)
     assert [g["name"] for g in got] == ["metrics", "metrics (2)"]
     assert [g["steps"] for g in got] == [5, 7]

@@ -76,24 +76,24 @@ def run(args: argparse.Namespace) -> int:
     parts = prepare_all(path, args.format, args.hyperparameters, args.metric, args.eval_metric)
     client = ApiClient(args.url, args.token, timeout=120)
     digest = _digest(path, parts[0][1]["format"])
-    outs = [_send(args, client, path, digest, panel_run, prepared) for panel_run, prepared in parts]
-    if args.json:  # one object; a list of them for a panel's runs
+    outs = [_send(args, client, path, digest, part, prepared) for part, prepared in parts]
+    if args.json:  # one object; a list of them for a file of several runs
         print_json(outs if parts[0][0] is not None else outs[0])
     return 0
 
 
 def _send(args: argparse.Namespace, client: ApiClient, path: Path, digest: str,
-          panel_run: str | int | None, prepared: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
+          part: str | int | None, prepared: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
     """Create (or resume) one run and send its steps; what was imported (said, without
-    `--json`)."""
+    `--json`). `part`: which of the file's runs (`prepare_all`), None for its only one."""
     records = prepared["records"]
     name, key = args.run or _default_name(path), f"import-{digest}"
-    if isinstance(panel_run, int):  # the k-th of the runs the file holds one after another
-        name = name if panel_run == 1 else f"{name} ({panel_run})"
-        key = f"{key}-{panel_run}"
-    elif panel_run is not None:  # one of a W&B panel's runs: its own name and key
-        name = f"{args.run} - {panel_run}" if args.run else panel_run
-        key = f"{key}-{hashlib.sha256(panel_run.encode()).hexdigest()[:12]}"
+    if isinstance(part, int):  # the k-th of the runs the file holds one after another
+        name = name if part == 1 else f"{name} ({part})"
+        key = f"{key}-{part}"
+    elif part is not None:  # one of a W&B panel's runs: its own name and key
+        name = f"{args.run} - {part}" if args.run else part
+        key = f"{key}-{hashlib.sha256(part.encode()).hexdigest()[:12]}"
     body = {"project": args.project, "name": name, "run_key": key, "config": prepared["config"],
             "hyperparameters": prepared["hyperparameters"]}  # fmt: skip
     if args.team:
@@ -147,6 +147,7 @@ def prepare_all(
             return [(None, prepare(path, fmt, hyper_arg, metric, eval_metric, data=data))]
         print(f"grposcope: {path} holds {len(runs)} runs one after another (its steps start "
               "again): each is imported as a run of its own", file=sys.stderr)  # fmt: skip
+        _note_skipped(path, data)
         return [(k, prepare(path, fmt, hyper_arg, metric, eval_metric, data=run))
                 for k, run in enumerate(runs, start=1)]  # fmt: skip
     for named in (metric, eval_metric):
@@ -158,9 +159,16 @@ def prepare_all(
                            f"({named[len(prefix) :]!r}, not {named!r})")  # fmt: skip
     print(f"grposcope: {path} is a W&B panel of {len(data.panel_runs)} runs: each is imported "
           "as a run of its own", file=sys.stderr)  # fmt: skip
+    _note_skipped(path, data)
     return [(name, prepare(path, fmt, hyper_arg, metric, eval_metric,
                            data=data.panel_run(name).keep_last_run()))
             for name in data.panel_runs]  # fmt: skip
+
+
+def _note_skipped(path: Path, data: Any) -> None:
+    """Say once what the file's reading left out (each run's `prepare` sees only its rows)."""
+    if data.skipped_note():
+        print(f"grposcope: {path}: {data.skipped_note()}", file=sys.stderr)
 
 
 def _read(path: Path, fmt: str | None, last_run: bool = True) -> Any:
@@ -216,8 +224,7 @@ def prepare(path: Path, fmt: str | None, hyper_arg: str | None, metric: str | No
     config = {k: v for k, v in data.config.items() if k != "columns"}
     config["imported_from"] = path.name
     config["log_format"] = data.fmt
-    if data.skipped_note():  # imported without them, but said
-        print(f"grposcope: {path}: {data.skipped_note()}", file=sys.stderr)
+    _note_skipped(path, data)  # imported without them, but said
     if metric is not None:
         if metric not in keys:
             raise CliError(f"{path}: no series {metric!r} to take as the reward "
