@@ -125,9 +125,9 @@ def _one_panel_run(path: str, data: Any, metric: str | None) -> tuple[Any, str |
 
     if not data.panel_runs:
         return data, metric
-    for run in data.panel_runs:
-        if metric is not None and metric.startswith(f"{run}{PANEL_SEPARATOR}"):
-            return data.panel_run(run), metric[len(run) + len(PANEL_SEPARATOR) :]
+    run = data.panel_run_of(metric)
+    if run is not None and metric is not None:
+        return data.panel_run(run), metric[len(run) + len(PANEL_SEPARATOR) :]
     first = data.panel_runs[0]
     print(f"grposcope: {path} is a W&B panel of {len(data.panel_runs)} runs "
           f"({', '.join(data.panel_runs)}): fitting the first, {first!r}; --metric "
@@ -252,8 +252,8 @@ def _planned(given: int | None, logged: Any, last: int | None, until: float | No
     """The run's planned last step, and whether it was inferred: `--max-steps`, else the log's
     own (trainer_state.json's `max_steps`, ms-swift's `N/M`); else, where `--until` cuts the
     log short of its end, the log's last step (``last``). A live run knows its total from the
-    trainer, and the forecast weighs its curves by how far the run has come (its last third
-    leans on the smoothed level); a log replayed at `--until` did reach its last step, so
+    trainer, and the forecast weighs its curves by how far the run has come (half as much in
+    its last third); a log replayed at `--until` did reach its last step, so
     without this the replay would forecast as a run of unknown length would, not as the live
     run did — and the backtest (bench/backtest.py) scores the forecast with that total."""
     if given or logged:

@@ -151,12 +151,11 @@ def prepare_all(
         return [(k, prepare(path, fmt, hyper_arg, metric, eval_metric, data=run))
                 for k, run in enumerate(runs, start=1)]  # fmt: skip
     for named in (metric, eval_metric):
-        prefixes = [f"{r}{SEP}" for r in data.panel_runs]
-        prefix = next((p for p in prefixes if (named or "").startswith(p)), None)
-        if named and prefix:
+        run = data.panel_run_of(named)
+        if run is not None and named is not None:
             raise CliError(f"{path} is a W&B panel of {len(data.panel_runs)} runs, each imported "
                            f"as a run: name a key of each run without its '<run>{SEP}' prefix "
-                           f"({named[len(prefix) :]!r}, not {named!r})")  # fmt: skip
+                           f"({named[len(run) + len(SEP) :]!r}, not {named!r})")  # fmt: skip
     print(f"grposcope: {path} is a W&B panel of {len(data.panel_runs)} runs: each is imported "
           "as a run of its own", file=sys.stderr)  # fmt: skip
     _note_skipped(path, data)

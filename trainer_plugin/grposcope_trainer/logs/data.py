@@ -45,8 +45,9 @@ class RunStarts:
     A key whose step goes back to its first step or below, after it had logged
     `_RUN_POINTS` values past it, starts again. A step re-logged without going back to the
     start (a resume from a checkpoint) is not a new run, nor are a file's few rows out of
-    order. One rule for a whole file (`LogData.keep_last_run`, import and fit) and for a
-    growing one (`follow`, which sends each run it sees start as a run of its own)."""
+    order. One rule for a whole file (`LogData.run_ordinals`: fit's last run, import's runs,
+    follow's re-read CSV or trainer_state.json) and for a growing one (`follow`'s line logs,
+    each run it sees start sent as a run of its own)."""
 
     def __init__(self) -> None:
         self._first: dict[str, float] = {}
@@ -134,6 +135,11 @@ class LogData:
         """A LogData of `rows` that says what this one says of its source."""
         return LogData(self.fmt, rows=rows, hyperparameters=dict(self.hyperparameters),
                        config=dict(self.config), wall_times=dict(self.wall_times))  # fmt: skip
+
+    def panel_run_of(self, key: str | None) -> str | None:
+        """The panel run a full column name (`<run> - <key>`) belongs to, else None."""
+        return next((r for r in self.panel_runs
+                     if key and key.startswith(f"{r}{PANEL_SEPARATOR}")), None)  # fmt: skip
 
     def panel_run(self, name: str) -> LogData:
         """One run of a W&B panel export (`panel_runs`), under its own keys: its columns'
