@@ -245,3 +245,44 @@ def test_detection_waits_for_a_first_step_line(live_server, tmp_path: Path) -> N
     assert reader.run(run["id"])["config"]["planned_steps"] == 500
     # a TensorBoard directory named like transformers' runs/ is named after its output dir
     assert Follower(tmp_path / "out" / "runs", fmt="tensorboard").name == "out"
+
+
+def test_a_trainer_state_rewritten_by_a_fresh_run_is_a_run_of_its_own(
+    live_server, tmp_path: Path
+) -> None:
+    """Training again in the same output directory rewrites trainer_state.json from step 1.
+    Keyed by (step, key) alone, the fresh run's steps up to the last one read were dropped as
+    seen and its later ones went into the earlier run. Now it is "NAME (2)", whole; a resumed
+    run, which rewrites the history it resumed from as it was, goes on as the same run."""
+    log = tmp_path / "out" / "trainer_state.json"
+    log.parent.mkdir()
+
+    def save(values: dict[int, float]) -> None:
+        history = [{"step": s, "reward": v, "epoch": s / 100} for s, v in values.items()]
+        log.write_text(json.dumps({"global_step": max(values), "log_history": history}))
+
+    first = {s: 0.1 * s for s in range(1, 7)}
+    resumed = {**{s: first[s] for s in range(1, 5)}, 5: 0.05, 6: 0.06, 7: 0.07, 8: 0.08}
+    fresh = {s: 0.5 + 0.01 * s for s in range(1, 4)}
+    reader = Reader(live_server.url, live_server.admin_token)
+    save(first)
+    follower = _follow(live_server, tmp_path, log, "--silence", "4")
+
+    def last_steps() -> list[int | None]:
+        return sorted(r["last_step"] or 0 for r in reader.runs("follow"))
+
+    wait_for(lambda: last_steps() == [6])
+    save(resumed)  # resumed from its checkpoint at step 4: 5 and 6 logged again, then 7, 8
+    wait_for(lambda: last_steps() == [8])
+    save(fresh)
+    wait_for(lambda: last_steps() == [3, 8])
+    save({**fresh, 4: 0.54, 5: 0.55})
+    output, _ = follower.communicate(timeout=60)
+    assert follower.returncode == 0, output
+
+    by_name = {r["name"]: r for r in reader.runs("follow")}
+    assert sorted(by_name) == ["out", "out (2)"]
+    got = reader.series(by_name["out"]["id"], ["reward"])["reward"]
+    assert got == {**first, 7: 0.07, 8: 0.08}  # the server keeps the first value of a step
+    got = reader.series(by_name["out (2)"]["id"], ["reward"])["reward"]
+    assert got == {**fresh, 4: 0.54, 5: 0.55}

@@ -7,13 +7,17 @@
   nothing is stored twice).
 - Whole-file logs (trainer_state.json, CSV), rewritten in full at every save: read again when
   their size or mtime changes, and only rows not returned before are returned; a file caught
-  half-written is read at the next poll.
+  half-written is read at the next poll. A file rewritten by a fresh run (the same output
+  directory trained again: its first step's values are not the ones read before) is returned
+  whole, as the next run (`WholeFileTail`); a resumed run rewrites the history it resumed
+  from as it was, and only its new rows are returned.
 - TensorBoard: `tensorboard.TensorBoardTail`.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 from pathlib import Path
 from typing import IO, Any, Protocol
@@ -26,7 +30,7 @@ from grposcope_trainer.logs import (
     trainer_state_file,
     verl,
 )
-from grposcope_trainer.logs.data import WANDB_STEP, LogData, LogFormatError
+from grposcope_trainer.logs.data import WANDB_STEP, LogData, LogFormatError, Row
 
 logger = logging.getLogger("grposcope_trainer")
 
@@ -195,13 +199,22 @@ class LineTail:
 
 
 class WholeFileTail:
-    """A trainer_state.json or CSV, read again whenever it changes."""
+    """A trainer_state.json or CSV, read again whenever it changes.
+
+    A row is new by its run and (step, key). A file rewritten by a fresh run (trained again in
+    the same output directory) starts with values other than those read before at its first
+    step: its runs are numbered after the ones read so far, so all of it is new and `follow`
+    sends it as the next run. Keyed by the file's own run ordinals alone, the fresh run's
+    rows up to the last step of the one before were dropped as seen and the rest went into
+    the earlier run (session 38). A resumed run's file keeps the history it resumed from
+    exactly: its first step matches and it goes on as the same run."""
 
     def __init__(self, path: Path, fmt: str) -> None:
         self.path = path
         self.fmt = fmt
         self._stamp: tuple[int, int, int] | None = None
-        self._seen: set[tuple[int, float, str]] = set()
+        self._seen: dict[tuple[int, float, str], float] = {}  # (run, step, key) -> value
+        self._runs_before = 0  # runs of files replaced by a fresh run's, numbered first
         self._config: dict[str, Any] = {}
         self._warned = False
 
@@ -231,12 +244,28 @@ class WholeFileTail:
         self._config = {k: v for k, v in data.config.items() if k != "columns"}
         # a row is new by its run and (step, key): the rows of a run appended to the file
         # (a CSV a second run writes on) are new although the first run logged their steps
-        for (step, key, value), run in zip(data.rows, data.run_ordinals(), strict=True):
+        ordinals = data.run_ordinals()
+        if self._fresh_run(data.rows, ordinals):
+            self._runs_before = 1 + max(run for run, _, _ in self._seen)
+        for (step, key, value), run in zip(data.rows, ordinals, strict=True):
+            run += self._runs_before
             if (run, step, key) not in self._seen:
-                self._seen.add((run, step, key))
+                self._seen[(run, step, key)] = value
                 out.add(step, key, value)
         out.config = dict(self._config)
         return out
+
+    def _fresh_run(self, rows: list[Row], ordinals: list[int]) -> bool:
+        """Whether the file now starts with another run than the one read first at its
+        numbering: a value of its first step not read before, or read as another value."""
+        if not rows or not self._seen:
+            return False
+        first = min(step for (step, _, _), run in zip(rows, ordinals, strict=True) if run == 0)
+        return any(
+            not _same(self._seen.get((self._runs_before, step, key)), value)
+            for (step, key, value), run in zip(rows, ordinals, strict=True)
+            if run == 0 and step == first
+        )
 
     def _warn_skipped(self, data: LogData) -> None:
         """Say once that rows were left out (a summary row; a half-written last row is read
@@ -245,3 +274,8 @@ class WholeFileTail:
         if note and not self._warned:
             self._warned = True
             logger.warning("grposcope: %s: %s (later ones not reported)", self.path, note)
+
+
+def _same(seen: float | None, value: float) -> bool:
+    """A value read again as it was (NaN as NaN)."""
+    return seen is not None and (seen == value or (math.isnan(seen) and math.isnan(value)))
