@@ -230,6 +230,37 @@ def test_a_loop_s_printed_step_lines_are_read_and_followed(tmp_path: Path) -> No
         read_log(nothing, "kv")
 
 
+def test_a_loop_s_counter_lines_are_step_lines_and_their_total_is_the_planned_one(
+    tmp_path: Path,
+) -> None:
+    """A Tinker loop prints `[tag]  12/100 | loss=… | reward=…`: no step word, a counter
+    (pool122, session 38: "cannot tell its format" before). Its total, the same on every
+    line, is max_steps; a counter that is not the line's first field is no step, and
+    totals that differ, or one passed, say nothing of the plan."""
+    path = tmp_path / "gsm8k.log"
+    path.write_text(
+        "[gsm8k] 7473 GSM8K examples | model=Qwen/Qwen3-8B seed=42 rank=32 lr=5e-06\n"
+        "[gsm8k]   1/100 | loss=-4.6162 | reward=0.625 | acc=62.5%\n"
+        "[gsm8k]   2/100 | loss=0.0000 | reward=0.000 | acc=0.0%\n"
+        "  3/100 | loss=-9.9 | reward=0.25\n"
+        "[gsm8k]   -> ckpt s3\n"
+        "[gsm8k] DONE | last10=0.275 | run=1cc20cec:train:0\n"
+        "epoch 2 of the data, 4/100 done | reward=0.9\n"
+    )
+    assert detect(path) == "kv"
+    data = read_log(path)
+    assert data.steps() == {1: {"loss": -4.6162, "reward": 0.625, "acc": 62.5},
+                            2: {"loss": 0.0, "reward": 0.0, "acc": 0.0},
+                            3: {"loss": -9.9, "reward": 0.25}}  # fmt: skip
+    assert data.config == {"max_steps": 100}
+    mixed = tmp_path / "mixed.log"
+    mixed.write_text("1/100 | reward=0.5\n2/50 | reward=0.6\n")
+    assert read_log(mixed).config == {}
+    passed = tmp_path / "passed.log"
+    passed.write_text("Step 1/2 reward=0.5\nStep 3/2 reward=0.6\n")
+    assert sorted(read_log(passed).steps()) == [1, 3] and read_log(passed).config == {}
+
+
 def test_trainer_state_and_its_max_steps() -> None:
     data = read_log(FIXTURES / "trainer_state.json")
     steps = data.steps()
