@@ -220,7 +220,7 @@ class LabelsError(ValueError):
 
 def read_labels(folder: Path) -> int:
     """Take the labels of `folder`'s runs from its labels.csv, when it has one: columns `run`
-    (the log's name without suffix), `label` (healthy | not_learning | failing) and, for a
+    (the log's name, with or without its suffix), `label` (healthy | not_learning | failing) and, for a
     failing run, `kind` (collapse | degradation | other) and `fail_step` (the first step of
     the fall; required for collapse and degradation), optionally `eval_key` (the held-out
     series, where no eval key names one: `eval_key_of`), and optionally `reward_key` (the series to
@@ -234,6 +234,8 @@ def read_labels(folder: Path) -> int:
         rows = list(csv.DictReader(fh))
     for line, row in enumerate(rows, start=2):
         name, lab = (row.get("run") or "").strip(), (row.get("label") or "").strip()
+        if Path(name).suffix.lower() in LOG_SUFFIXES:  # the file's name: its run is the stem
+            name = Path(name).stem
         if not name or lab not in LABELS:
             raise LabelsError(f"{path}:{line}: needs a run and a label in {LABELS}, got {row}")
         _FILE_LABELS[name] = (lab, _failure_of(path, line, row) if lab == "failing" else None)

@@ -24,8 +24,8 @@ def test_labels_file_names_the_failing_and_the_flat_runs(tmp_path: Path) -> None
     )
     _write_run(tmp_path, "zz1_flat", rng.normal(0.3, 0.05, 60))
     _write_run(tmp_path, "zz1_fine", np.linspace(0, 1, 60) + rng.normal(0, 0.05, 60))
-    (tmp_path / "labels.csv").write_text(
-        "run,label,kind,fail_step\nzz1_falls,failing,collapse,41\nzz1_flat,not_learning,,\n"
+    (tmp_path / "labels.csv").write_text(  # a run by its log's name or by its file's
+        "run,label,kind,fail_step\nzz1_falls,failing,collapse,41\nzz1_flat.csv,not_learning,,\n"
     )
     runs = corpus.load_runs([tmp_path])
     assert {r.name: corpus.label(r.name) for r in runs} == {
