@@ -220,13 +220,13 @@ class LabelsError(ValueError):
 
 def read_labels(folder: Path) -> int:
     """Take the labels of `folder`'s runs from its labels.csv, when it has one: columns `run`
-    (the log's name, with or without its suffix), `label` (healthy | not_learning | failing) and, for a
-    failing run, `kind` (collapse | degradation | other) and `fail_step` (the first step of
-    the fall; required for collapse and degradation), optionally `eval_key` (the held-out
-    series, where no eval key names one: `eval_key_of`), and optionally `reward_key` (the series to
-    score, where the key table would guess another). So runs this module does not list — a
-    team's own, a reviewer's held-out set — are scored under their real labels instead of
-    counting as healthy. Returns how many rows were read."""
+    (the log's name, with or without its suffix), `label` (healthy | not_learning | failing)
+    and, for a failing run, `kind` (collapse | degradation | other) and `fail_step` (the
+    first step of the fall; required for collapse and degradation), optionally `eval_key`
+    (the held-out series, where no eval key names one: `eval_key_of`), and optionally
+    `reward_key` (the series to score, where the key table would guess another). So runs
+    this module does not list — a team's own, a reviewer's held-out set — are scored under
+    their real labels instead of counting as healthy. Returns how many rows were read."""
     path = folder / LABELS_FILE
     if not path.is_file():
         return 0

@@ -254,3 +254,31 @@ def test_a_train_gain_is_read_from_where_the_eval_starts_on_a_sparse_log() -> No
     assert [e.severity for e in hacked.episodes] == ["warning"], hacked.episodes
     followed = evaluate("reward_hacking", _answer_only([0.05, 0.3, 0.5, 0.52, 0.55], 5), HACKING)
     assert not followed.episodes, followed.episodes
+
+
+def _per_step_eval(seed: int, follows: bool, n: int = 300) -> RunData:
+    """Train reward rising 0.30 → 0.65 (noise 0.03) beside an eval of 16 problems scored
+    every step (noise ~0.12): following the train reward, or rising with it for 60 steps and
+    then falling back to its start while the train reward holds."""
+    rng = np.random.default_rng(seed)
+    s = np.arange(1, n + 1)
+    p = 0.3 + 0.35 * (1 - np.exp(-s / 40))
+    q = p if follows else np.where(s < 60, p, np.maximum(0.3, p[59] - 0.01 * (s - 60)))
+    train, ev = p + rng.normal(0, 0.03, n), rng.binomial(16, q) / 16
+    return RunData({"reward": (s, train), "eval_reward": (s, ev)}, "reward", "eval_reward")
+
+
+def test_a_noisy_eval_every_step_that_follows_is_not_read_as_hacking() -> None:
+    """Read over 3 evals against the running best of those 3-eval means (noise, 2-3 s.e. above
+    the eval's level), a 16-problem eval logged every step warned "eval stops following" 15
+    times a healthy 300-step run (session 38; 6 on a real run in session 37). Its level is now
+    a `train_window` of steps, its best a level it held, and an eval above its start by more
+    than its noise, not yet significantly, is not "not following"."""
+    episodes = [len(evaluate("reward_hacking", _per_step_eval(seed, True), HACKING).episodes)
+                for seed in range(20)]  # fmt: skip
+    assert sum(episodes) <= 10, episodes  # 300 before: 15 a run
+    falling = [evaluate("reward_hacking", _per_step_eval(seed, False), HACKING)
+               for seed in range(5)]  # fmt: skip
+    for out in falling:  # the eval that falls back to its start while the train holds
+        assert out.status == "firing", out.evidence
+        assert out.evidence["train_progress"] >= 0.7 and out.evidence["eval_progress"] < 0.5

@@ -31,7 +31,9 @@ def _windows(open_w: int, resolve_w: int) -> dict[str, Param]:
 RULES: dict[str, dict[str, Param]] = {
     "reward_hacking": {
         "train_window": Param(10, 2, 10_000, "steps in the train trailing mean", True),
-        "eval_points": Param(3, 1, 100, "eval points averaged for the eval level", True),
+        "eval_points": Param(
+            3, 1, 100, "fewest eval points in the eval level (train_window steps when denser)", True
+        ),
         "progress_gap": Param(0.5, 0.05, 1.0, "train progress minus eval progress that fires"),
         "min_train_progress": Param(0.7, 0.0, 1.0, "train must be this close to its peak"),
         "min_gain_sigmas": Param(3.0, 0.0, 100.0, "train gain needed, in standard errors"),

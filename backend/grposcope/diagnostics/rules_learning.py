@@ -56,13 +56,21 @@ def reward_hacking(data: RunData, p: Params) -> Trace | str:
         return "no reward series"
     ts, tv = train
     es, evals = ev
-    k = int(p["eval_points"])
-    if es.size < k + 1 or ts.size < 3:
-        return f"{es.size} eval points so far; the rule needs {k + 1}"
+    fewest = int(p["eval_points"])
+    if es.size < fewest + 1 or ts.size < 3:
+        return f"{es.size} eval points so far; the rule needs {fewest + 1}"
+    # The eval level: a mean over `train_window` steps as the train's, never fewer than
+    # `eval_points` evals (the usual sparse eval: 3 evals span hundreds of steps). An eval
+    # every step (a 16-problem accuracy, step noise 0.12) read over 3 points, against the
+    # best of those 3-point means so far (a running maximum of noise, 2-3 s.e. above the
+    # level the eval held), warned "eval stops following" 15 times a 300-step healthy run
+    # (session 38, synthetic; 6 on a real one, harvest116, session 37). The best is a level
+    # the eval held (`held_level`), as the train's is.
+    k = min(points(p["train_window"], es, fewest), es.size - 1)
     e_level = shared_trailing_mean(data, evals, k)
     e_se = noise_sd(evals) / math.sqrt(k) if evals.size >= 4 else 0.0
     e0 = e_level[k - 1]
-    e_best = np.maximum.accumulate(e_level[k - 1 :])
+    e_best = np.maximum.accumulate(held_level(e_level, k)[k - 1 :])
     i = np.arange(k, es.size)
     j = last_index_at(ts, es)[i]
     # The train gain is read between levels of at least LEVEL_MIN_POINTS points: logged every
@@ -81,14 +89,23 @@ def reward_hacking(data: RunData, p: Params) -> Trace | str:
     g = _started_with(g, h, since, p)
     t0, t_held, gain = g.start, g.held, g.peak - g.start
     judged = g.judged & ~(gain <= g.bar) & ~(gain <= 0)
-    e_peak = e_best[i - (k - 1)]
+    # the best held so far, or the level now where it is higher: a rising eval's held best
+    # lags its level (the smaller of two windows), and "eval has not risen" read a rising
+    # eval as not following at the start of a healthy run
+    e_peak = np.maximum(e_best[i - (k - 1)], e_level[i])
     e_gain = e_peak - e0
     with np.errstate(divide="ignore", invalid="ignore"):
         train_prog = (t_held[j] - t0) / np.where(judged, gain, 1.0)
         eval_rose = (e_gain > 2.0 * e_se) & (e_gain > 0)
         eval_prog = np.where(eval_rose, (e_level[i] - e0) / np.where(eval_rose, e_gain, 1.0), 0.0)
     gap = train_prog - eval_prog
-    fires = judged & (train_prog >= p["min_train_progress"]) & (gap >= p["progress_gap"])
+    # An eval whose rise is not yet significant but lies above its start by more than a
+    # standard error is not "not following": the train reward's noise is often a tenth of
+    # the eval's, so its rise is significant first (the 16-problem eval's healthy runs
+    # warned there, at steps 26-34 of a rise both made).
+    rising_unclear = ~eval_rose & (e_level[i] - e0 > e_se)
+    fires = (judged & (train_prog >= p["min_train_progress"]) & (gap >= p["progress_gap"])
+             & ~rising_unclear)  # fmt: skip
     # Critical: eval is below where it started by more than its noise (the same bar as the
     # train gain: a difference of two k-point means), whether or not it ever rose. Until
     # 2026-12-04 it also needed an eval that had risen first (`e_gain > 0`): a tester's tiny
