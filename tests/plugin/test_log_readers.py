@@ -253,6 +253,9 @@ def test_a_loop_s_counter_lines_are_step_lines_and_their_total_is_the_planned_on
                             2: {"loss": 0.0, "reward": 0.0, "acc": 0.0},
                             3: {"loss": -9.9, "reward": 0.25}}  # fmt: skip
     assert data.config == {"max_steps": 100}
+    tail = open_tail(path, None)  # followed: the run's planned total comes with its steps
+    polled = tail.poll()
+    assert sorted(polled.steps()) == [1, 2, 3] and polled.config == {"max_steps": 100}
     mixed = tmp_path / "mixed.log"
     mixed.write_text("1/100 | reward=0.5\n2/50 | reward=0.6\n")
     assert read_log(mixed).config == {}

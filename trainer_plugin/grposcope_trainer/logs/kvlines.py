@@ -40,11 +40,11 @@ _FIELD = re.compile(
 
 def parse_line(line: str) -> tuple[int, dict[str, float]] | None:
     """(step, metrics) of a step line, None for any other line."""
-    got = _parse(line)
+    got = parse_step_line(line)
     return None if got is None else got[:2]
 
 
-def _parse(line: str) -> tuple[int, dict[str, float], int | None] | None:
+def parse_step_line(line: str) -> tuple[int, dict[str, float], int | None] | None:
     """(step, metrics, the step's planned total or None) of a step line."""
     text = clean(line)
     step = _STEP.search(text) or _COUNTER.search(text)
@@ -60,7 +60,7 @@ def read(text: str, where: str) -> LogData:
     out = LogData("kv")
     totals: set[int | None] = set()
     for line in text.splitlines():
-        got = _parse(line)
+        got = parse_step_line(line)
         if got is not None:
             for key, value in got[1].items():
                 out.add(got[0], key, value)

@@ -148,7 +148,10 @@ class LineTail:
             if json_line is not None and json_line.planned:  # ms-swift's "N/M": M is planned
                 self.config["max_steps"] = json_line.planned
         elif self.fmt == "kv":
-            got = kvlines.parse_line(line)
+            step_line = kvlines.parse_step_line(line)
+            got = None if step_line is None else step_line[:2]
+            if step_line is not None and step_line[2] and step_line[2] >= step_line[0]:
+                self.config["max_steps"] = step_line[2]  # a counter's total: `12/100 |`
         else:
             if self._verl_config(line):
                 return
