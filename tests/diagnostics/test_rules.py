@@ -1238,6 +1238,21 @@ def test_no_signal_left_after_a_gain_that_holds_is_a_warning_not_a_page():
     assert worst(rose) == 2
     assert worst(flat) == 3
     assert worst(lost) == 3
+    # A reward near its ceiling scatters far less there than on its way up: a TikZ LoRA run
+    # 0.936 -> 0.999 (a fifth of its steps dipping 0.05-0.25 on the way, few at the end) held
+    # a gain that the rise's noise alone read as none (pool124, session 38: critical on a
+    # saturated healthy run; 2 of these 10 runs before). Each window's own noise now.
+    long = np.arange(1, 301)
+    alike = np.where(long >= 200, 0.0, 1.0)
+    for seed in range(10):
+        r = np.random.default_rng(seed)
+        dips = (r.random(long.size) < np.where(long < 150, 0.2, 0.02)) * r.uniform(
+            0.05, 0.25, long.size
+        )
+        ceiling = 0.999 - 0.05 * np.exp(-long / 60.0) - dips + r.normal(0, 0.003, long.size)
+        data = RunData({"reward": (long, np.clip(ceiling, 0, 1)), "reward_std": (long, alike)},
+                       "reward")  # fmt: skip
+        assert int(advantage_degeneracy(data, p).level.max()) == 2, seed
 
 
 def test_a_component_that_never_started_scoring_is_no_flat_line_collapse():

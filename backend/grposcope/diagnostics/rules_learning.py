@@ -21,7 +21,7 @@ from grposcope.diagnostics.data import (
 )
 from grposcope.diagnostics.memo import scope
 from grposcope.diagnostics.merge import merge
-from grposcope.diagnostics.noise import max_bias, shared_window_se
+from grposcope.diagnostics.noise import max_bias, recent_white_se, shared_window_se
 from grposcope.diagnostics.rules_fall import reward_fall_arrays
 from grposcope.diagnostics.rules_improving import improving_checks
 from grposcope.diagnostics.rules_stuck import no_learning, seen_enough
@@ -299,9 +299,17 @@ def _holds_its_gain(data: RunData, at: np.ndarray, w: int) -> np.ndarray:
         return out
     s, v = reward
     level = shared_trailing_mean(data, v, w)
-    bar = 3.0 * math.sqrt(2.0) * shared_window_se(data, v, w, scope(data.memo, "reward", s, v))
+    se = shared_window_se(data, v, w, scope(data.memo, "reward", s, v))
+    bar = 3.0 * math.sqrt(2.0) * se
+    # The gain is a difference of the first window and the best: each with its own noise,
+    # the best's the recent one where that is quieter than the history's. A reward at its
+    # ceiling scatters a tenth as much as on its way up: a TikZ LoRA run at 0.936 -> 0.999
+    # (every group alike at the end: saturation) read its gain against the rise's noise
+    # twice, 0.057 under a bar of 0.063, and paged critical (pool124, session 38).
+    now_se = np.minimum(recent_white_se(v, w, w), se)
+    gain_bar = 3.0 * np.sqrt(se**2 + now_se**2)
     best = np.maximum.accumulate(held_level(level, w))
-    holds = (best - level[w - 1] > bar) & (level >= best - bar)  # a flat run gained nothing
+    holds = (best - level[w - 1] > gain_bar) & (level >= best - bar)  # a flat run gained nothing
     holds[: 2 * w - 1] = False  # the first window is the start, a second one the earliest best
     idx = last_index_at(s, at)
     return (idx >= 0) & holds[np.clip(idx, 0, None)]
