@@ -114,6 +114,14 @@ KNOWN_UNFLAGGED = {
     # corpus run (feeyan's PokerBench) logged one of 2.4e7.
     "yuxuanwang2009_rl_grpo_qwen25_05b_arith_g8_199step_beta008_klblowup",
     "yuxuanwang2009_rl_grpo_qwen25_05b_arith_g8_299step_inner5_klblowup",
+    # harvest123 (session 38): a TRL HotpotQA agent (KL coefficient 0.01, logged every 20
+    # steps) whose author called it the failed run, "KL diverged 0.01 -> 3.0" (fixed in its
+    # rerun at 0.05); its reward held at 0.63-0.72 over 1,875 steps while the KL went 0.002 ->
+    # 2-3.4 (one point at 5.7) and grad_norm spiked to 1,927. The KL's trailing median stays
+    # under `kl_blowup` (5; healthy runs reach 1.8), grad_norm's spikes are no median growth,
+    # and the reward never fell: no bar of ours is crossed. (The author's note that its reward
+    # fell 0.74 -> 0.08 is not in this file.)
+    "Ning-Guo_hotpotqa-agent_qwen25-3b_grpo_v1_kl001_G4",
 }
 # Stops followed by a gain of 0.5 run-σ or more that the data up to the opening did not show,
 # each reported in docs/alerts.md, kept here as KNOWN_LATE is (the test fails once the stop no
