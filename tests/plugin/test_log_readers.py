@@ -545,3 +545,24 @@ def test_a_notebook_table_s_spaced_slashes_read_as_the_logged_names(tmp_path: Pa
     assert data.steps() == {1: {"Training Loss": 0.0, "reward": 0.5,
                                 "rewards/correctness_reward_func": 0.25, "a / b": 1.0,
                                 "a/b": 2.0}}  # fmt: skip
+
+
+def test_a_rewritten_whole_file_is_a_fresh_run_only_where_its_first_step_changed(
+    tmp_path: Path,
+) -> None:
+    """`follow` re-reads a CSV or trainer_state.json at every save. A fresh run in the same
+    place changes its first step's values: all of it is new (as the next run). A rewrite that
+    keeps the history — a resumed run, or a CSV that gained a column — returns only what it
+    added, whatever the new column holds at the first step."""
+    path = tmp_path / "metrics.csv"
+    path.write_text("step,reward\n1,0.5\n2,0.6\n3,0.7\n")
+    tail = open_tail(path, "csv")
+    assert sorted(tail.poll().steps()) == [1, 2, 3]
+    path.write_text("step,reward,kl\n1,0.5,nan\n2,0.6,0.01\n3,0.7,0.02\n4,0.8,0.03\n")
+    got = tail.poll().steps()
+    assert got[4] == {"reward": 0.8, "kl": 0.03}  # the new step; the new column's values
+    assert set(got[1]) == {"kl"} and got[2] == {"kl": 0.01}  # only: no reward sent twice
+    path.write_text("step,reward,kl\n1,0.1,0.0\n2,0.2,0.01\n")  # trained again from step 1
+    assert tail.poll().steps() == {1: {"reward": 0.1, "kl": 0.0}, 2: {"reward": 0.2, "kl": 0.01}}
+    path.write_text("step,reward,kl\n1,0.1,0.0\n2,0.2,0.01\n3,0.3,0.02\n")
+    assert tail.poll().steps() == {3: {"reward": 0.3, "kl": 0.02}}

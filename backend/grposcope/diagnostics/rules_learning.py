@@ -64,7 +64,7 @@ def reward_hacking(data: RunData, p: Params) -> Trace | str:
     # every step (a 16-problem accuracy, step noise 0.12) read over 3 points, against the
     # best of those 3-point means so far (a running maximum of noise, 2-3 s.e. above the
     # level the eval held), warned "eval stops following" 15 times a 300-step healthy run
-    # (session 38, synthetic; 6 on a real one, harvest116, session 37). The best is a level
+    # (session 38, synthetic; 6 on a real one of harvest113-117, session 37). The best is a level
     # the eval held (`held_level`), as the train's is.
     k = min(points(p["train_window"], es, fewest), es.size - 1)
     e_level = shared_trailing_mean(data, evals, k)

@@ -260,15 +260,17 @@ class WholeFileTail:
 
     def _fresh_run(self, rows: list[Row], ordinals: list[int]) -> bool:
         """Whether the file now starts with another run than the one read first at its
-        numbering: a value of its first step not read before, or read as another value."""
+        numbering: its first step not read before, or a value there read as another. (A key
+        new at that step, a column a rewritten CSV gained, is no sign either way.)"""
         if not rows or not self._seen:
             return False
         first = min(step for (step, _, _), run in zip(rows, ordinals, strict=True) if run == 0)
-        return any(
-            not _same(self._seen.get((self._runs_before, step, key)), value)
+        read_before = [
+            (self._seen[(self._runs_before, step, key)], value)
             for (step, key, value), run in zip(rows, ordinals, strict=True)
-            if run == 0 and step == first
-        )
+            if run == 0 and step == first and (self._runs_before, step, key) in self._seen
+        ]
+        return not read_before or any(not _same(old, new) for old, new in read_before)
 
     def _warn_skipped(self, data: LogData) -> None:
         """Say once that rows were left out (a summary row; a half-written last row is read
@@ -279,6 +281,6 @@ class WholeFileTail:
             logger.warning("grposcope: %s: %s (later ones not reported)", self.path, note)
 
 
-def _same(seen: float | None, value: float) -> bool:
+def _same(seen: float, value: float) -> bool:
     """A value read again as it was (NaN as NaN)."""
-    return seen is not None and (seen == value or (math.isnan(seen) and math.isnan(value)))
+    return seen == value or (math.isnan(seen) and math.isnan(value))
