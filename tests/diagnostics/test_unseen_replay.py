@@ -122,6 +122,10 @@ KNOWN_UNFLAGGED = {
     # and the reward never fell: no bar of ours is crossed. (The author's note that its reward
     # fell 0.74 -> 0.08 is not in this file.)
     "Ning-Guo_hotpotqa-agent_qwen25-3b_grpo_v1_kl001_G4",
+    # harvest126 (session 38): a red-teaming TRL run whose judge over-credited degenerate
+    # attacks (their share 0.19 -> 0.4 from step 11, its author's own metric) while the
+    # reward stayed flat at 1.3-1.4: no reward, eval or side series we read says it.
+    "aaravarora01_agent-memory-redteam_finance_shaped_stage1_overcredited_250step",
 }
 # Stops followed by a gain of 0.5 run-σ or more that the data up to the opening did not show,
 # each reported in docs/alerts.md, kept here as KNOWN_LATE is (the test fails once the stop no
