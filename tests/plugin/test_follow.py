@@ -286,3 +286,21 @@ def test_a_trainer_state_rewritten_by_a_fresh_run_is_a_run_of_its_own(
     assert got == {**first, 7: 0.07, 8: 0.08}  # the server keeps the first value of a step
     got = reader.series(by_name["out (2)"]["id"], ["reward"])["reward"]
     assert got == {**fresh, 4: 0.54, 5: 0.55}
+
+    # Trained again into the same place while nobody followed, then followed: a run of its
+    # own (keyed by its first value), not the old run resumed (until session 38 the server
+    # kept the old run's values for the new job's first steps).
+    save({s: 0.9 - 0.01 * s for s in range(1, 6)})
+    again = _follow(live_server, tmp_path, log, "--silence", "2")
+    output, _ = again.communicate(timeout=60)
+    assert again.returncode == 0, output
+    runs = reader.runs("follow")
+    assert len(runs) == 3 and sorted(r["name"] for r in runs) == ["out", "out", "out (2)"]
+    newest = max(runs, key=lambda r: r["id"])
+    got = reader.series(newest["id"], ["reward"])["reward"]
+    assert got == {s: pytest.approx(0.9 - 0.01 * s) for s in range(1, 6)}
+    # ...and following it once more resumes that run, adding none
+    once_more = _follow(live_server, tmp_path, log, "--silence", "1")
+    output, _ = once_more.communicate(timeout=60)
+    assert once_more.returncode == 0, output
+    assert len(reader.runs("follow")) == 3

@@ -7,8 +7,12 @@ delivery are the sender's. Installed with the plugin alone (`python -m grposcope
 follow`, `grposcope-trainer follow`; the server's CLI has it as `grposcope follow`); TensorBoard
 logs need the `tensorboard` extra.
 
-- The run key is derived from the path, project and name: following again (after a crash, a
-  reboot) resumes the same run, and the server keeps each (key, step) once.
+- The run key is derived from the path, project, name and the run's first logged value:
+  following again (after a crash, a reboot) resumes the same run, and the server keeps each
+  (key, step) once; a job trained again into the same place (its log starting with other
+  values) is a new run, as the callback makes a fresh run into the same `output_dir` one.
+  (Until session 38 the first value was not in the key: following the new job resumed the
+  old run, whose values the server kept, and the new job's first steps were lost.)
 - The run is created once the first step is there, with the hyperparameters the log carries
   (verl's printed config, TensorBoard's `args` text or hparams) merged under `--hyperparameters`.
 - It ends when the process `--pid` names exits, or after `--silence` seconds without a new
@@ -160,10 +164,13 @@ class Follower:
             logger.info("grposcope: waiting for %s to hold a log%s", self.path,
                         f" ({why}; --format skips detection)" if why else "")  # fmt: skip
 
-    @property
-    def run_key(self) -> str:
-        """Stable across restarts of follow: the same log, project and name resume one run."""
-        ident = f"{self.path.resolve()}\x00{self.project}\x00{self.name}"
+    def run_key(self, first: Row) -> str:
+        """Stable across restarts of follow: the same log, project and name, and the run's own
+        first logged value (step, key, value: where the log starts, or where its steps start
+        again), resume one run; another job written to the same place is another run."""
+        step, key, value = first
+        ident = f"{self.path.resolve()}\x00{self.project}\x00{self.name}\x00{step!r}\x00{key}"
+        ident += f"\x00{value!r}"
         return "follow-" + hashlib.sha256(ident.encode()).hexdigest()[:32]
 
     def follow(self) -> int:
@@ -203,11 +210,11 @@ class Follower:
             return 0
         sent = 0
         for i, rows in enumerate(self._split(data.rows)):
-            if self.run is None or i > 0:
-                self._next_run(data)
-            assert self.run is not None
             if not rows:  # the poll began with the next run's first row
                 continue
+            if self.run is None or i > 0:
+                self._next_run(data, rows[0])
+            assert self.run is not None
             steps = LogData(data.fmt, rows=rows).steps()
             for step, metrics in steps.items():
                 self.run.log(step, metrics, wall_time=data.wall_times.get(step))
@@ -230,17 +237,17 @@ class Follower:
             parts[-1].append(row)
         return parts
 
-    def _next_run(self, data: LogData) -> None:
-        """Start the first run, or finish the one being sent and start the next the log holds:
-        "NAME (2)" under the key "…-2", so following the file again resumes each of them."""
+    def _next_run(self, data: LogData, first: Row) -> None:
+        """Start the first run, or finish the one being sent and start the next the log holds,
+        "NAME (2)", keyed by its own first value, so following the file again resumes each."""
         if self.run is not None:
             logger.info("grposcope: %s starts again at a run's first step: run %r ends, the "
                         "rest is a new run", self.path, self.run.name)  # fmt: skip
             self._delivered &= self.run.finish("finished").delivered
             self.runs_started += 1
-        self.run = self._start(data.hyperparameters, data.config)
+        self.run = self._start(data.hyperparameters, data.config, first)
 
-    def _start(self, found: dict[str, Any], config: dict[str, Any]) -> Run:
+    def _start(self, found: dict[str, Any], config: dict[str, Any], first: Row) -> Run:
         hyper = {**found, **self.hyperparameters}
         n = self.runs_started
         name = self.name if n == 1 else f"{self.name} ({n})"
@@ -249,7 +256,7 @@ class Follower:
         return Run(
             project=self.project,
             name=name,
-            run_key=self.run_key if n == 1 else f"{self.run_key}-{n}",
+            run_key=self.run_key(first),
             hyperparameters=hyper,
             config={
                 **config,
