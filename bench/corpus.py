@@ -75,7 +75,7 @@ def family_of(name: str) -> str:
     return _MERGED_SOURCES.get(owner, owner)
 
 
-LOG_SUFFIXES = (".csv", ".jsonl", ".json", ".log", ".txt")
+LOG_SUFFIXES = (".csv", ".jsonl", ".json", ".log", ".txt", ".ipynb")
 MIN_RUN_POINTS = 20
 
 

@@ -566,3 +566,51 @@ def test_a_rewritten_whole_file_is_a_fresh_run_only_where_its_first_step_changed
     assert tail.poll().steps() == {1: {"reward": 0.1, "kl": 0.0}, 2: {"reward": 0.2, "kl": 0.01}}
     path.write_text("step,reward,kl\n1,0.1,0.0\n2,0.2,0.01\n3,0.3,0.02\n")
     assert tail.poll().steps() == {3: {"reward": 0.3, "kl": 0.02}}
+
+
+def _notebook(tmp_path: Path, outputs: list[dict]) -> Path:
+    cells = [{"cell_type": "code", "source": ["trainer.train()"], "outputs": outputs}]
+    path = tmp_path / "grpo.ipynb"
+    path.write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4}, indent=1))
+    return path
+
+
+def _progress_table(total: int, rows: list[tuple[int, str, float, float]]) -> dict:
+    """The HTML NotebookProgressCallback draws: a bar, then the table of logged steps."""
+    head = "".join(f"<th>{h}</th>" for h in ("Step", "Training Loss", "reward",
+                                              "rewards / correctness_func / mean"))  # fmt: skip
+    body = "".join(f"<tr><td>{s}</td><td>{loss}</td><td>{r}</td><td>{c}</td></tr>"
+                   for s, loss, r, c in rows)  # fmt: skip
+    html = (f"<div><progress value='{rows[-1][0]}' max='{total}'></progress> "
+            f"[{rows[-1][0]}/{total} 00:42, Epoch 0/1]</div>"
+            f"<table border='1' class='dataframe'><thead><tr>{head}</tr></thead>"
+            f"<tbody>{body}</tbody></table>")  # fmt: skip
+    return {"output_type": "display_data", "data": {"text/html": [html], "text/plain": ["<x>"]}}
+
+
+def test_a_notebook_saved_with_its_progress_table_is_read(tmp_path: Path) -> None:
+    """Trained in Colab with `report_to="none"`, a run's only log is the Trainer's progress
+    table in the saved notebook (pool127, session 38: read as printed dicts and refused, or as
+    stray text). Each table is a run (a redraw saved beside the final table is not), "No Log"
+    cells are empty, `rewards / fn / mean` is `rewards/fn/mean`, and the progress bar's total
+    is max_steps."""
+    first = [(1, "No Log", 0.25, 0.0), (2, "0.0001", 0.5, 0.25), (3, "0.0002", 0.5, 0.25),
+             (4, "0.0002", 0.75, 0.5), (5, "0.0003", 0.75, 0.5)]  # fmt: skip
+    second = [(1, "0.0000", 0.75, 0.5), (2, "0.0002", 1.0, 0.75), (3, "0.0003", 1.25, 1.0)]
+    path = _notebook(tmp_path, [
+        {"output_type": "stream", "name": "stdout", "text": ["Unsloth: patching\n"]},
+        _progress_table(500, first[:2]),
+        _progress_table(500, first),  # the same run, redrawn: the earlier display is no run
+        _progress_table(4, second),  # a second run, its bar's total 4
+    ])  # fmt: skip
+    assert detect(path) == "notebook"
+    whole = read_log(path, last_run=False)
+    runs = whole.split_runs()
+    assert [sorted(r.steps()) for r in runs] == [[1, 2, 3, 4, 5], [1, 2, 3]]
+    assert runs[0].steps()[1] == {"reward": 0.25, "rewards/correctness_func/mean": 0.0}
+    assert runs[0].steps()[2]["Training Loss"] == 0.0001
+    last = read_log(path)
+    assert last.steps()[3]["reward"] == 1.25 and last.config == {"max_steps": 4}
+    empty = _notebook(tmp_path, [{"output_type": "execute_result", "data": {"text/plain": ["1"]}}])
+    with pytest.raises(LogFormatError, match="no Trainer progress table"):
+        read_log(empty)

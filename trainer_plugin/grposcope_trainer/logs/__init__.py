@@ -14,6 +14,8 @@ Formats (`FORMATS`), detected from the content (`detect`), or forced:
 - ``kv``: a hand-written loop's printed step lines (``step=N name=value …``,
   ``step:N | name=value | …``: `kvlines`)
 - ``tensorboard``: a TensorBoard event file or log directory (needs the ``tensorboard`` extra)
+- ``notebook``: a Jupyter or Colab notebook saved with its outputs: the Trainer's progress
+  table (`notebook`)
 
 Text is UTF-8, with or without a BOM. Rows that cannot be read are skipped and counted
 (``LogData.skipped_note()``); a file with no readable row is a LogFormatError.
@@ -31,6 +33,7 @@ from grposcope_trainer.logs import (
     console,
     csvlog,
     kvlines,
+    notebook,
     tensorboard,
     textlogs,
     verl,
@@ -43,7 +46,7 @@ __all__ = [
     "source_files",
 ]  # fmt: skip
 
-FORMATS = ("trainer_state", "csv", "jsonl", "verl", "console", "kv", "tensorboard")
+FORMATS = ("trainer_state", "csv", "jsonl", "verl", "console", "kv", "tensorboard", "notebook")
 _SNIFF_BYTES = 1 << 20
 
 
@@ -90,6 +93,8 @@ def detect(path: Path) -> str:
         head = fh.read(_SNIFF_BYTES).decode("utf-8", errors="replace").lstrip("\ufeff")
     if not head.strip():
         raise LogFormatError(f"{path} is empty")
+    if path.suffix.lower() == ".ipynb" and notebook.looks_like(head):
+        return "notebook"
     lines = [ln for ln in head.splitlines() if ln.strip()]
     first = lines[0].lstrip()
     if first.startswith("{") and _is_json_object(first) and len(lines) > 1:
@@ -189,5 +194,6 @@ def _read(p: Path, fmt: str) -> LogData:
     text = read_text(p)
     readers = {"trainer_state": textlogs.read_trainer_state, "csv": textlogs.read_csv,
                "jsonl": textlogs.read_jsonl, "verl": verl.read,
-               "console": console.read, "kv": kvlines.read}  # fmt: skip
+               "console": console.read, "kv": kvlines.read,
+               "notebook": notebook.read}  # fmt: skip
     return readers[fmt](text, str(p))
