@@ -423,3 +423,28 @@ def test_an_output_directory_of_checkpoints_only_imports(server, tmp_path: Path)
     got = _imported(out_dir, env, "--project", "ckpt")
     assert got["format"] == "trainer_state" and got["steps"] == 3
     assert _series(http, got["id"], "reward")["reward"] == {1: 0.1, 2: 0.2, 3: 0.3}
+
+
+def test_a_colab_notebook_saved_with_its_progress_table_imports(server, tmp_path: Path) -> None:
+    """A run trained in Colab with `report_to="none"` has one log: the Trainer's progress
+    table in the saved notebook. `grposcope import run.ipynb` reads it (session 38)."""
+    env, http = _client(server)
+    header = "".join(f"<th>{h}</th>" for h in ("Step", "Training Loss", "reward", "kl"))
+    rows = "".join(f"<tr><td>{s}</td><td>{'No Log' if s == 1 else '0.0001'}</td>"
+                   f"<td>{s / 8}</td><td>{s / 1000}</td></tr>" for s in range(1, 7))  # fmt: skip
+    html = (
+        f"<progress value='6' max='50'></progress> [6/50 00:12, Epoch 0/1]"
+        f"<table><thead><tr>{header}</tr></thead><tbody>{rows}</tbody></table>"
+    )
+    cell = {
+        "cell_type": "code",
+        "source": [],
+        "outputs": [{"output_type": "display_data", "data": {"text/html": [html]}, "metadata": {}}],
+    }
+    path = tmp_path / "grpo_colab.ipynb"
+    path.write_text(json.dumps({"cells": [cell], "metadata": {}, "nbformat": 4}))
+    got = _imported(path, env, "--project", "colab")
+    assert (got["format"], got["steps"], got["name"]) == ("notebook", 6, "grpo_colab")
+    series = _series(http, got["id"], "reward", "kl")
+    assert series["reward"] == {s: s / 8 for s in range(1, 7)}
+    assert series["kl"] == pytest.approx({s: s / 1000 for s in range(1, 7)})
