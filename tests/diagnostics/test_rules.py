@@ -1240,7 +1240,7 @@ def test_no_signal_left_after_a_gain_that_holds_is_a_warning_not_a_page():
     assert worst(lost) == 3
     # A reward near its ceiling scatters far less there than on its way up: a TikZ LoRA run
     # 0.936 -> 0.999 (a fifth of its steps dipping 0.05-0.25 on the way, few at the end) held
-    # a gain that the rise's noise alone read as none (pool124, session 38: critical on a
+    # a gain that the rise's noise alone read as none (harvest124, session 38: critical on a
     # saturated healthy run; 2 of these 10 runs before). Each window's own noise now.
     long = np.arange(1, 301)
     alike = np.where(long >= 200, 0.0, 1.0)

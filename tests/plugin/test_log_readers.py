@@ -234,7 +234,7 @@ def test_a_loop_s_counter_lines_are_step_lines_and_their_total_is_the_planned_on
     tmp_path: Path,
 ) -> None:
     """A Tinker loop prints `[tag]  12/100 | loss=… | reward=…`: no step word, a counter
-    (pool122, session 38: "cannot tell its format" before). Its total, the same on every
+    (harvest122, session 38: "cannot tell its format" before). Its total, the same on every
     line, is max_steps; a counter that is not the line's first field is no step, and
     totals that differ, or one passed, say nothing of the plan."""
     path = tmp_path / "gsm8k.log"
@@ -590,7 +590,7 @@ def _progress_table(total: int, rows: list[tuple[int, str, float, float]]) -> di
 
 def test_a_notebook_saved_with_its_progress_table_is_read(tmp_path: Path) -> None:
     """Trained in Colab with `report_to="none"`, a run's only log is the Trainer's progress
-    table in the saved notebook (pool127, session 38: read as printed dicts and refused, or as
+    table in the saved notebook (harvest127, session 38: read as printed dicts and refused, or as
     stray text). Each table is a run (a redraw saved beside the final table is not), "No Log"
     cells are empty, `rewards / fn / mean` is `rewards/fn/mean`, and the progress bar's total
     is max_steps."""

@@ -305,7 +305,7 @@ def _holds_its_gain(data: RunData, at: np.ndarray, w: int) -> np.ndarray:
     # the best's the recent one where that is quieter than the history's. A reward at its
     # ceiling scatters a tenth as much as on its way up: a TikZ LoRA run at 0.936 -> 0.999
     # (every group alike at the end: saturation) read its gain against the rise's noise
-    # twice, 0.057 under a bar of 0.063, and paged critical (pool124, session 38).
+    # twice, 0.057 under a bar of 0.063, and paged critical (harvest124, session 38).
     now_se = np.minimum(recent_white_se(v, w, w), se)
     gain_bar = 3.0 * np.sqrt(se**2 + now_se**2)
     best = np.maximum.accumulate(held_level(level, w))

@@ -8,7 +8,7 @@ whole number: `step=12`, `Step 12/500`) and at least one other field is a number
 line (banners, progress bars, warnings, a sample's text) is skipped. A Monarch GRPO loop's
 console (`step:0 | policy_loss=… | mean_reward=…`) could not be read at all before (harvest74,
 session 34). A line with no step word may start with a counter instead, `N/M |` (behind
-`[tag]`s at most): `[gsm8k] 12/100 | loss=-4.6 | reward=0.625`, a Tinker loop's prints (pool122,
+`[tag]`s at most): `[gsm8k] 12/100 | loss=-4.6 | reward=0.625`, a Tinker loop's prints (harvest122,
 session 38, refused before). A step's planned total (`Step 2/500`, `12/100 |`), the same on
 every line, is the run's `max_steps`: the forecast weighs its curves by the run's progress.
 verl's own `step:N - key:value` lines are read by the `verl` reader, which is tried first.
