@@ -90,9 +90,8 @@ def read(text: str, where: str) -> LogData:
     if not isinstance(notebook, dict) or not isinstance(notebook.get("cells"), list):
         raise LogFormatError(f"{where}: not a notebook (no 'cells' list)")
     found, printed = _outputs(notebook["cells"])
-    planned = {id(t): total for t, total in found}
-    tables = [t for t, _ in found if len(t) > 1 and csvlog.step_column(t[0]) == 0]
-    runs = _distinct(tables)
+    runs = _distinct([(t, total) for t, total in found
+                      if len(t) > 1 and csvlog.step_column(t[0]) == 0])  # fmt: skip
     if not runs:
         if printed.strip():
             return console.read(printed, where)
@@ -101,12 +100,12 @@ def read(text: str, where: str) -> LogData:
             f"and no printed text: save the notebook with its outputs"
         )
     out = LogData("notebook")
-    for table in runs:
+    for table, _ in runs:
         part = csvlog.read_csv(_as_csv(table), where)
         out.rows.extend(part.rows)
         out.skipped += part.skipped
         out.first_skipped = out.first_skipped or part.first_skipped
-    total = planned[id(runs[-1])]  # the last run's bar, drawn beside its table
+    total = runs[-1][1]  # the last run's bar, drawn beside its table
     if total and total >= max(step for step, _, _ in part.rows):
         out.config["max_steps"] = total
     return out
@@ -138,18 +137,14 @@ def _joined(value: Any) -> str:
     return "".join(value) if isinstance(value, list) else str(value)
 
 
-def _distinct(tables: list[Table]) -> list[Table]:
-    """The tables less those whose rows begin a later or longer one (the same run's table
-    saved at an earlier redraw)."""
+def _distinct(found: list[tuple[Table, int | None]]) -> list[tuple[Table, int | None]]:
+    """The tables (each with its bar's total) less those whose rows begin a later or longer
+    one: the same run's table saved at an earlier redraw."""
     return [
-        table for i, table in enumerate(tables)
-        if not any(j != i and _begins(table, other) and (len(other) > len(table) or j > i)
-                   for j, other in enumerate(tables))
+        (table, total) for i, (table, total) in enumerate(found)
+        if not any(j != i and other[: len(table)] == table and (len(other) > len(table) or j > i)
+                   for j, (other, _) in enumerate(found))
     ]  # fmt: skip
-
-
-def _begins(table: Table, other: Table) -> bool:
-    return table[0] == other[0] and len(table) <= len(other) and other[: len(table)] == table
 
 
 def _as_csv(table: Table) -> str:
